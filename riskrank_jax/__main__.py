@@ -1,0 +1,3 @@
+from riskrank_jax.cli import main
+
+main()

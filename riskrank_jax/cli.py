@@ -1,0 +1,79 @@
+"""The `riskrank-jax` command line: a thin shell over the library's functions."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from riskrank_jax.errors import RiskRankError
+
+BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=None,
+    help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA, then ../shared/datasets).")
+cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(file_okay=False), default=None,
+    help="Embedding cache (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax).")
+encoder_option = click.option(
+    "--encoder", default=None, metavar="PATH",
+    help="Local HF-format BERT sentence encoder directory (or hub id when online). Default: the embedded "
+         "all-MiniLM-L6-v2.")
+
+
+class _Group(click.Group):
+    """Reports RiskRankError (bad data, stale cache, ...) as one line on stderr, exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except RiskRankError as e:
+            click.echo(f"error: {e}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="riskrank-jax")
+def cli():
+    """Risk-aware reranking for agent tool retrieval (JAX/Flax).
+
+    The main job is `python -m riskrank_jax.sweep`; these commands run its stages one at a time.
+    """
+
+
+@cli.group()
+def data():
+    """Inspect benchmark data."""
+
+
+@data.command("stats")
+@click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def data_stats(benchmark, data_dir, as_json):
+    """Tools, queries per split, gold per query, risk histogram, permission levels."""
+    from riskrank_jax.data import benchmark_stats, load_benchmark
+
+    stats = benchmark_stats(load_benchmark(benchmark, data_dir))
+    if as_json:
+        click.echo(json.dumps(stats))
+        return
+    click.echo(f"{stats['benchmark']}: {stats['tools']} tools; protocol: {stats['protocol']}")
+    for split, n in stats["splits"].items():
+        click.echo(f"  {split:>10}: {n:5d} queries, mean gold {stats['mean_gold'][split]:.3f}, "
+                   f"{stats['high_risk_queries'][split]} with a gold tool of risk >= 3")
+    hist = stats["risk_histogram"]
+    click.echo("  risk levels 1..5: " + " / ".join(str(hist[str(r)]) for r in range(1, 6)))
+    click.echo(f"  tools with perm_level >= 2: {stats['perm_level_ge2']}")
+    for k, v in stats["mapped"].items():
+        click.echo(f"  {k.replace('_', ' ')}: {v}")
+
+
+def main(argv=None):
+    cli.main(args=argv, prog_name="riskrank-jax")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""UltraTool (English), retrieval view of SOURCE.md and the training protocol of SPEC §2.
+
+* Pool: the entries of `from_paper_release/ultratool_risk_labels_resolved.json` (name, description, risk).
+* Test queries: for each line of `test_set/tool_usage.json`, the `step` strings of the `input` items that
+  carry a `tool` key, joined with single spaces; gold = the set of `reference[].tool`.
+* Training: `dev.json` (`question`, names in `tools`) when present; otherwise 5-fold cross-validation over
+  the 1,000 test queries, training on the `question` and `tools` of the matching `test.json` record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from riskrank_jax.data.jsonl import read_jsonl, require
+from riskrank_jax.data.labels import read_risk_labels
+from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry
+from riskrank_jax.errors import DataError
+
+N_FOLDS = 5
+FOLD_SEED = 2026  # fixed: the fold assignment is part of the protocol, not of a run's seed
+
+
+def read_pool(label_file: Path) -> tuple[ToolRegistry, dict]:
+    labels = read_risk_labels(label_file)
+    names, descs, risk = [], [], []
+    for name, lab in labels.items():
+        if not lab.description.strip():
+            raise DataError(f"tool '{name}' has an empty description", label_file, lab.line)
+        names.append(name)
+        descs.append(lab.description.strip())
+        risk.append(lab.risk)
+    if not names:
+        raise DataError("no tools", label_file)
+    notes = {"null_risk_mapped_to_2": sum(lab.was_null for lab in labels.values()), "unlabelled_tools_risk_1": 0}
+    return ToolRegistry.build(names, descs, risk, source=str(label_file)), notes
+
+
+def read_tool_usage(path: Path, index: dict[str, int]) -> tuple[QuerySet, list[str]]:
+    """Rebuild the step queries; also return each record's `question` (to align with test.json)."""
+    ids, texts, gold, questions = [], [], [], []
+    for line, rec in read_jsonl(path):
+        steps = require(rec, "input", path, line, list)
+        reference = require(rec, "reference", path, line, list)
+        parts = []
+        for item in steps:
+            if not isinstance(item, dict) or not isinstance(item.get("step"), str):
+                raise DataError("each 'input' item needs a string 'step'", path, line)
+            if "tool" in item:
+                parts.append(item["step"])
+        text = " ".join(parts).strip()
+        if not text:
+            raise DataError("no 'input' step carries a 'tool' key, so the query is empty", path, line)
+        g: list[int] = []
+        for ref in reference:
+            if not isinstance(ref, dict) or not isinstance(ref.get("tool"), str):
+                raise DataError("each 'reference' item needs a string 'tool'", path, line)
+            if ref["tool"] not in index:
+                raise DataError(f"gold tool '{ref['tool']}' is not in the tool pool", path, line)
+            if index[ref["tool"]] not in g:
+                g.append(index[ref["tool"]])
+        if not g:
+            raise DataError("no gold tool in 'reference'", path, line)
+        ids.append(f"ultratool-test-{len(ids)}")
+        texts.append(text)
+        gold.append(g)
+        questions.append(str(rec.get("question", "")))
+    if not texts:
+        raise DataError("no queries", path)
+    return QuerySet.build(ids, texts, gold), questions
+
+
+def read_question_file(path: Path, index: dict[str, int], prefix: str) -> QuerySet:
+    """test.json / dev.json records as training queries: `question` text, gold = names in `tools`."""
+    ids, texts, gold = [], [], []
+    for line, rec in read_jsonl(path):
+        text = require(rec, "question", path, line).strip()
+        tools = require(rec, "tools", path, line, list)
+        g: list[int] = []
+        for t in tools:
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise DataError("each 'tools' item needs a string 'name'", path, line)
+            if t["name"] not in index:
+                raise DataError(f"gold tool '{t['name']}' is not in the tool pool", path, line)
+            if index[t["name"]] not in g:
+                g.append(index[t["name"]])
+        if not g:
+            raise DataError("record has no tool in 'tools'", path, line)
+        ids.append(f"{prefix}-{len(ids)}")
+        texts.append(text)
+        gold.append(g)
+    if not texts:
+        raise DataError("no records", path)
+    return QuerySet.build(ids, texts, gold)
+
+
+def fold_assignment(n: int, n_folds: int = N_FOLDS, seed: int = FOLD_SEED) -> np.ndarray:
+    """int32 [n]: fold of each query, from a fixed seeded permutation (sizes differ by at most one)."""
+    perm = np.random.default_rng(seed).permutation(n)
+    fold = np.empty(n, dtype=np.int32)
+    fold[perm] = np.arange(n) % n_folds
+    return fold
+
+
+def load_ultratool(root: Path) -> Benchmark:
+    """`root` = <data>/ultratool."""
+    en = root / "data" / "English-dataset"
+    tools, notes = read_pool(root / "from_paper_release" / "ultratool_risk_labels_resolved.json")
+    index = tools.index_of()
+    test, usage_questions = read_tool_usage(en / "test_set" / "tool_usage.json", index)
+    tests = {"test": test}
+    if (en / "dev.json").is_file():
+        train = read_question_file(en / "dev.json", index, "ultratool-dev")
+        mask = np.ones((1, train.size), dtype=bool)
+        test_fold = {"test": np.zeros(test.size, dtype=np.int32)}
+        protocol = "ultratool-dev (train on dev.json, as the paper)"
+        notes["train_split"] = "dev"
+    else:
+        path = en / "test.json"
+        train = read_question_file(path, index, "ultratool-cvtrain")
+        if train.size != test.size:
+            raise DataError(f"has {train.size} records but test_set/tool_usage.json has {test.size}; "
+                            "the cross-validation protocol needs them aligned", path)
+        for i, (a, b) in enumerate(zip(train.texts, usage_questions)):
+            if a != b.strip():
+                raise DataError("question differs from the same record of test_set/tool_usage.json; "
+                                "the files are not aligned", path, i + 1)
+        fold = fold_assignment(test.size)
+        mask = fold[None, :] != np.arange(N_FOLDS)[:, None]
+        test_fold = {"test": fold}
+        protocol = "ultratool-cv5 (5-fold CV over the 1,000 test queries; paper: train on dev.json)"
+        notes["train_split"] = "cv_train"
+    return Benchmark("ultratool", protocol, tools, train, tests, mask, test_fold, notes)
