@@ -1,0 +1,151 @@
+"""Baseline retrievers (BM25, dense cosine) and ranking helpers shared by every pipeline stage.
+
+    scores = retrievers.dense_scores(query_emb, tool_emb)           # [Q, N] cosine
+    ranking = retrievers.rank_full(scores)                          # [Q, N], ties -> lower tool index
+    cand = retrievers.top_candidates(scores, c=100)                 # [Q, 100], same order as ranking[:, :100]
+
+Candidate mode reranks ``cand`` and then calls :func:`candidate_full_ranking` to append the rest of
+the pool in base order, so metrics over the whole ranking (MRR) stay defined.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["bm25_scores", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
+
+
+def _default_stemmer():
+    """PyStemmer's English stemmer when it is installed, else None (bm25s then does no stemming)."""
+    try:
+        import Stemmer  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Stemmer.Stemmer("english")
+
+
+def bm25_scores(tool_texts: list[str], query_texts: list[str], *, stemmer="auto") -> np.ndarray:
+    """BM25 score of every tool for every query (bm25s, Lucene variant, default k1 = 1.5, b = 0.75).
+
+    Texts are tokenized with ``bm25s.tokenize`` (lower-case, scikit-learn token pattern, English
+    stopwords removed). Stemming is applied only when PyStemmer is installed (``stemmer="auto"``);
+    pass ``stemmer=None`` to force none, or any bm25s-compatible stemmer.
+
+    The full matrix comes from ``BM25.get_scores_from_ids`` once per query (a sum of a few sparse CSC
+    columns, O(postings) per query); this is cheaper than ``retrieve(k=N)``, which also sorts N
+    scores per query and needs a scatter back to tool order.
+
+    Args:
+      tool_texts: N tool texts (the index).
+      query_texts: Q query texts.
+      stemmer: "auto", None, or a stemmer accepted by ``bm25s.tokenize``.
+
+    Returns:
+      float32 [Q, N]; a query with no in-vocabulary token scores 0 everywhere.
+    """
+    import bm25s
+
+    if stemmer == "auto":
+        stemmer = _default_stemmer()
+    tool_texts = list(tool_texts)
+    query_texts = list(query_texts)
+    n = len(tool_texts)
+    out = np.zeros((len(query_texts), n), dtype=np.float32)
+    if n == 0 or not query_texts:
+        return out
+    tok = functools.partial(
+        bm25s.tokenize, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+    )
+    retriever = bm25s.BM25()
+    retriever.index(tok(tool_texts), show_progress=False)
+    for i, tokens in enumerate(tok(query_texts)):
+        ids = retriever.get_tokens_ids(tokens)
+        if ids:
+            out[i] = retriever.get_scores_from_ids(ids)
+    return out
+
+
+@jax.jit
+def dense_scores(query_emb: jax.Array, tool_emb: jax.Array) -> jax.Array:
+    """Cosine similarity of every query with every tool.
+
+    s[q, t] = <e_q, e_t> / (|e_q| |e_t|); embeddings are normalised again defensively (a zero vector
+    scores 0).
+
+    Args:
+      query_emb: float [Q, d].
+      tool_emb: float [N, d].
+
+    Returns:
+      float32 [Q, N].
+    """
+
+    def normalise(x):
+        x = jnp.asarray(x, dtype=jnp.float32)
+        norm = jnp.linalg.norm(x, axis=-1, keepdims=True)
+        return x / jnp.where(norm > 0, norm, 1.0)
+
+    return normalise(query_emb) @ normalise(tool_emb).T
+
+
+@jax.jit
+def rank_full(scores: jax.Array) -> jax.Array:
+    """Full descending ordering of the pool, ties broken by the lower tool index.
+
+    ranking[..., i] = the tool with the i-th highest score (stable sort of -scores).
+
+    Args:
+      scores: float [..., N].
+
+    Returns:
+      int32 [..., N].
+    """
+    return jnp.argsort(-jnp.asarray(scores), axis=-1, stable=True).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("c",))
+def top_candidates(scores: jax.Array, *, c: int = 100) -> jax.Array:
+    """The c best tools in the order of :func:`rank_full` (``lax.top_k``: equal scores keep the lower
+    index first), i.e. ``rank_full(scores)[..., :c]``.
+
+    Args:
+      scores: float [..., N], N >= c.
+      c: number of candidates (keyword-only, static).
+
+    Returns:
+      int32 [..., c].
+    """
+    scores = jnp.asarray(scores)
+    if not 1 <= c <= scores.shape[-1]:
+        raise ValueError(f"c must be in 1..{scores.shape[-1]}, got {c}")
+    return jax.lax.top_k(scores, c)[1].astype(jnp.int32)
+
+
+def _candidate_full_ranking_row(cand: jax.Array, base: jax.Array) -> jax.Array:
+    n, c = base.shape[-1], cand.shape[-1]
+    in_cand = jnp.zeros((n,), dtype=jnp.bool_).at[cand].set(True)
+    # Stable sort on the "is a candidate" flag puts non-candidates first, in base order.
+    tail = base[jnp.argsort(in_cand[base], stable=True)[: n - c]]
+    return jnp.concatenate([cand, tail]).astype(jnp.int32)
+
+
+@jax.jit
+def candidate_full_ranking(cand: jax.Array, base_ranking: jax.Array) -> jax.Array:
+    """A reranked candidate list followed by the rest of the pool in base order.
+
+    out = cand ++ [t in base_ranking if t not in cand]   (length N).
+
+    Args:
+      cand: int32 [..., C], distinct tool indices in 0..N-1 (the reranked candidates).
+      base_ranking: int32 [..., N], a permutation of the pool (e.g. :func:`rank_full` of the base
+        retriever); leading axes broadcast with ``cand``'s.
+
+    Returns:
+      int32 [..., N], a permutation of the pool whose first C entries are ``cand``.
+    """
+    fn = jnp.vectorize(_candidate_full_ranking_row, signature="(c),(n)->(n)")
+    return fn(jnp.asarray(cand, dtype=jnp.int32), jnp.asarray(base_ranking, dtype=jnp.int32))
