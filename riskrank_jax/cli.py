@@ -71,6 +71,48 @@ def data_stats(benchmark, data_dir, as_json):
         click.echo(f"  {k.replace('_', ' ')}: {v}")
 
 
+@cli.command("evaluate-baseline")
+@click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
+@click.option("--retriever", type=click.Choice(["bm25", "dense"]), default="bm25", show_default=True)
+@data_dir_option
+@cache_dir_option
+@encoder_option
+@click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object {split: {metric: value}}.")
+def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_json):
+    """SPEC §9 metrics of a retrieval baseline (BM25 or frozen-encoder cosine) on the test split(s)."""
+    import numpy as np
+
+    from riskrank_jax import metrics, retrievers
+    from riskrank_jax.data import load_benchmark
+
+    bench = load_benchmark(benchmark, data_dir)
+    out = {}
+    for split, qs in bench.tests.items():
+        if retriever == "bm25":
+            scores = retrievers.bm25_scores(list(bench.tools.descriptions), list(qs.texts))
+        else:
+            from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
+            from riskrank_jax.encoder import load_encoder
+
+            enc = load_encoder(encoder)
+            cache = EmbeddingCache(cache_dir)
+            scores = retrievers.dense_scores(embed_texts(enc, list(qs.texts), cache),
+                                             embed_texts(enc, list(bench.tools.descriptions), cache))
+        pq = metrics.compute_all(retrievers.rank_full(scores), qs.gold, bench.tools.risk, k=k)
+        vals = {m: float(v) for m, v in metrics.mean_metrics({m: pq[m] for m in metrics.METRIC_KEYS[:8]}).items()}
+        vals.update({m: float(v) for m, v in metrics.context_metrics(pq).items()})
+        out[split] = {m: (None if np.isnan(v) else round(v, 6)) for m, v in vals.items()}
+    if as_json:
+        click.echo(json.dumps({"benchmark": benchmark, "retriever": retriever, "protocol": bench.protocol,
+                               "metrics": out}))
+        return
+    for split, vals in out.items():
+        click.echo(f"{benchmark} {split} ({bench.tests[split].size} queries), {retriever}:")
+        for m, v in vals.items():
+            click.echo(f"  {m:>16s}: {'n/a' if v is None else f'{v:.4f}'}")
+
+
 def main(argv=None):
     cli.main(args=argv, prog_name="riskrank-jax")
 
