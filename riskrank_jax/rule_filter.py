@@ -1,0 +1,173 @@
+"""Rule filter for audited registries (SPEC §8 / the paper's Appendix C).
+
+Usage::
+
+    out = rule_filter(ranking, risk, perm_level, tool_emb, k=5)          # [Q, L] -> [Q, L]
+    out, n_acc = rule_filter_with_count(ranking, risk, perm_level, tool_emb, k=5)
+
+Walk each query's ranking in order; tool t at the current position is accepted unless
+
+    r_t >= 3        and #accepted with r >= 3        >= risk_cap  (1), or
+    perm_t >= 2     and #accepted with perm >= 2     >= perm_cap  (2), or
+    max_{a accepted} cos(e_t, e_a) > sim_threshold   (0.9),
+
+until k tools are accepted.  Output: the accepted tools in reranked order, then every other tool in
+reranked order.  When fewer than k are accepted, the first positions after them are therefore the
+deferred (rejected) tools in reranked order, which is the SPEC's fill rule; the positions after the
+first k keep the remaining tools in reranked order.
+
+Implementation: per query the walk keeps only O(k d) state (counts, the accepted tools' normalised
+embeddings and positions), so one step costs O(k d) and the whole filter O(L_visited k d).
+``method="while"`` (default) is a ``lax.while_loop`` that stops once k tools are accepted or the list
+ends; vmapped over queries it runs until the slowest query in the batch is done (finished queries are
+carried unchanged).  ``method="scan"`` is a ``lax.scan`` over all L positions that carries a done flag
+and accepts nothing once done (same result, no early stop; it still evaluates every step).  The final
+stable partition (accepted first) is an O(L) cumsum-and-scatter.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _normalise(x):
+    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _init_state(k: int, d: int, l: int, dtype):
+    # (n_acc, n_risk, n_perm, acc_emb [k, d], acc_pos [k])
+    return (jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros((k, d), dtype), jnp.full((k,), l, jnp.int32))
+
+
+def _step(state, pos, tool, emb, risky, high, caps, k: int):
+    """Consider the tool at position `pos`; accept it if the rules allow and fewer than k are accepted."""
+    n_acc, n_risk, n_perm, acc_emb, acc_pos = state
+    risk_cap, perm_cap, sim_threshold = caps
+    e = emb[tool]
+    r = risky[tool]
+    h = high[tool]
+    sims = acc_emb @ e  # [k]
+    redundant = jnp.any((sims > sim_threshold) & (jnp.arange(k) < n_acc))
+    ok = (n_acc < k) & ~(r & (n_risk >= risk_cap)) & ~(h & (n_perm >= perm_cap)) & ~redundant
+    slot = jnp.minimum(n_acc, k - 1)
+    acc_emb = acc_emb.at[slot].set(jnp.where(ok, e, acc_emb[slot]))
+    acc_pos = acc_pos.at[slot].set(jnp.where(ok, pos, acc_pos[slot]))
+    oki = ok.astype(jnp.int32)
+    return (n_acc + oki, n_risk + oki * r, n_perm + oki * h, acc_emb, acc_pos)
+
+
+def _partition(row, acc_pos, n_acc):
+    """Stable partition of one ranking row: accepted positions first, the rest after, both in order."""
+    l = row.shape[0]
+    acc = jnp.zeros((l,), bool).at[acc_pos].set(True, mode="drop")
+    rank_acc = jnp.cumsum(acc) - 1
+    rank_rest = jnp.cumsum(~acc) - 1
+    dest = jnp.where(acc, rank_acc, n_acc + rank_rest)
+    return jnp.zeros_like(row).at[dest].set(row, unique_indices=True)
+
+
+def _filter_one(row, emb, risky, high, caps, k: int, method: str):
+    l = row.shape[0]
+    state = _init_state(k, emb.shape[-1], l, emb.dtype)
+    if method == "while":
+        def cond(c):
+            pos, st = c
+            return (pos < l) & (st[0] < k)
+
+        def body(c):
+            pos, st = c
+            return pos + 1, _step(st, pos, row[pos], emb, risky, high, caps, k)
+
+        _, state = jax.lax.while_loop(cond, body, (jnp.int32(0), state))
+    elif method == "scan":
+        def f(st, xs):
+            pos, tool = xs
+            return _step(st, pos, tool, emb, risky, high, caps, k), None
+
+        state, _ = jax.lax.scan(f, state, (jnp.arange(l, dtype=jnp.int32), row))
+    else:
+        raise ValueError(f"method must be 'while' or 'scan', got {method!r}")
+    n_acc, _, _, _, acc_pos = state
+    return _partition(row, acc_pos, n_acc), n_acc
+
+
+@functools.partial(jax.jit, static_argnames=("k", "method"))
+def _rule_filter_jit(ranking, risky, high, emb, risk_cap, perm_cap, sim_threshold, *, k, method):
+    emb = _normalise(emb)
+    caps = (risk_cap, perm_cap, sim_threshold)
+    return jax.vmap(lambda row: _filter_one(row, emb, risky, high, caps, k, method))(ranking)
+
+
+def rule_filter_with_count(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1,
+                           perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = 3,
+                           perm_threshold: int = 2, method: str = "while"):
+    """``rule_filter`` that also returns int32 [Q] the number of tools accepted by the rules (<= k)."""
+    ranking = jnp.asarray(ranking, jnp.int32)
+    if ranking.ndim != 2:
+        raise ValueError(f"ranking must be [Q, L], got shape {ranking.shape}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    risky = jnp.asarray(risk) >= risk_threshold
+    high = jnp.asarray(perm_level) >= perm_threshold
+    emb = jnp.asarray(tool_emb, jnp.float32)
+    return _rule_filter_jit(ranking, risky, high, emb, jnp.int32(risk_cap), jnp.int32(perm_cap),
+                            jnp.float32(sim_threshold), k=int(k), method=method)
+
+
+def rule_filter(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1, perm_cap: int = 2,
+                sim_threshold: float = 0.9, risk_threshold: int = 3, perm_threshold: int = 2,
+                method: str = "while"):
+    """Apply the SPEC §8 rules to reranked lists.
+
+    Args:
+      ranking: int [Q, L] tool ids in reranked order (L <= N, valid ids).
+      risk: int [N] risk levels; perm_level: int [N]; tool_emb: float [N, d] (normalised here).
+      k: accepted-set size (static); risk_cap / perm_cap: accepted r >= risk_threshold / perm_level >=
+        perm_threshold tools allowed; sim_threshold: reject when cosine with an accepted tool is greater.
+      method: "while" (early stop, default) or "scan" (all L steps).
+    Returns:
+      int32 [Q, L], a permutation of each row.
+    """
+    out, _ = rule_filter_with_count(ranking, risk, perm_level, tool_emb, k=k, risk_cap=risk_cap,
+                                    perm_cap=perm_cap, sim_threshold=sim_threshold,
+                                    risk_threshold=risk_threshold, perm_threshold=perm_threshold,
+                                    method=method)
+    return out
+
+
+def rule_filter_reference(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1,
+                          perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = 3,
+                          perm_threshold: int = 2) -> np.ndarray:
+    """Plain-Python, float64 transcription of SPEC §8 (the reference for tests and benchmarks)."""
+    emb = np.asarray(tool_emb, np.float64)
+    emb = emb / np.maximum(np.linalg.norm(emb, axis=-1, keepdims=True), 1e-12)
+    out = []
+    for row in np.asarray(ranking).tolist():
+        accepted, deferred = [], []
+        n_risk = n_perm = 0
+        for t in row:
+            if len(accepted) == k:
+                break
+            r = risk[t] >= risk_threshold
+            h = perm_level[t] >= perm_threshold
+            if r and n_risk >= risk_cap:
+                deferred.append(t)
+            elif h and n_perm >= perm_cap:
+                deferred.append(t)
+            elif any(float(emb[t] @ emb[a]) > sim_threshold for a in accepted):
+                deferred.append(t)
+            else:
+                accepted.append(t)
+                n_risk += int(r)
+                n_perm += int(h)
+        top = accepted + deferred[: max(0, k - len(accepted))]
+        used = set(top)
+        out.append(top + [t for t in row if t not in used])
+    return np.asarray(out, dtype=np.int32).reshape(np.shape(ranking))
+
+
+__all__ = ["rule_filter", "rule_filter_with_count", "rule_filter_reference"]

@@ -1,0 +1,311 @@
+"""Graph smoothing of score vectors over a ToolGraph (SPEC §7), as message passing.
+
+Usage::
+
+    s = smooth_full(scores, graph, 0.2)                        # [Q, N] -> [Q, N]
+    s = smooth_full(scores, graph, jnp.array([0.0, 0.1, 0.2]))  # [A, Q, N]: one P, every alpha
+    s = smooth_candidates(cand_scores, cand, graph, 0.2)       # [Q, C]: per-query induced subgraph
+    s = smooth_full_folds(scores, query_fold, fold_graphs, 0.2)  # query q smoothed on graph query_fold[q]
+
+Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are zero)::
+
+    Â = D^-1/2 A D^-1/2,   P = S Âᵀ,   H1 = (1 - α) S + α P,   out = (S + H1) / 2
+
+P is computed as message passing: every directed edge (j -> i, weight w) sends Â_ij * S[:, j] to i,
+summed with ``jax.ops.segment_sum`` over receivers.  The query axis is a trailing feature axis, so one
+gather / segment-sum serves the whole batch; the [E, Q] message buffer is bounded by processing queries
+in chunks with ``lax.map`` (chunk = max(1, 2^24 // E) queries, i.e. at most 64 MiB of float32 messages).
+
+Candidate mode builds, for each query, the subgraph induced by its C candidates (Â renormalised with
+degrees from the induced edges only), batches all queries as one padded ``jraph.GraphsTuple`` (edge budget
+rounded up to a power of two, so the jitted kernel compiles once per (Q, C, budget bucket)), and runs the
+same segment-sum kernel with one feature.
+
+``smooth_full_dense`` / ``smooth_candidates_dense`` are the dense-matmul equivalents (used by the
+benchmarks and as cross-checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+from riskrank_jax.graph import ToolGraph
+
+_MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer
+
+
+# ----------------------------------------------------------------------------------------------------
+# kernels
+
+
+def normalized_edge_weights(senders, receivers, weights, n_nodes: int):
+    """Â_ij for each directed edge (j -> i): w / sqrt(d_i d_j); d from weighted in-degrees (= degrees)."""
+    deg = jax.ops.segment_sum(weights, receivers, num_segments=n_nodes)
+    dinv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.where(deg > 0, deg, 1.0)), 0.0)
+    return weights * dinv[senders] * dinv[receivers]
+
+
+def _combine(scores, p, alpha):
+    """out = (S + (1 - α) S + α P) / 2; alpha scalar -> [...]; alpha [A] -> [A, ...]."""
+    a = jnp.asarray(alpha, scores.dtype)
+    a = a.reshape(a.shape + (1,) * scores.ndim)
+    h1 = (1.0 - a) * scores + a * p
+    return 0.5 * (scores + h1)
+
+
+def _chunked_over_queries(fn, scores, *per_query, n_edges: int):
+    """Apply fn(scores_chunk [c, N], *per_query_chunks) -> [c, N] in chunks of c queries (lax.map)."""
+    q = scores.shape[0]
+    chunk = int(max(1, min(q, _MSG_BUDGET // max(n_edges, 1))))
+    if chunk >= q:
+        return fn(scores, *per_query)
+    n_chunks = -(-q // chunk)
+    pad = n_chunks * chunk - q
+
+    def split(x):
+        x = jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
+        return x.reshape((n_chunks, chunk) + x.shape[1:])
+
+    out = jax.lax.map(lambda args: fn(*args), (split(scores), *map(split, per_query)))
+    return out.reshape((n_chunks * chunk,) + out.shape[2:])[:q]
+
+
+def _propagate_shared(scores, senders, receivers, norm_w):
+    """P = S Âᵀ for one graph: x = Sᵀ [N, c]; P[:, i] = sum_{e: recv=i} Â_e x[send_e]."""
+    n = scores.shape[-1]
+    msg = scores.T[senders] * norm_w[:, None]  # [E, c]
+    return jax.ops.segment_sum(msg, receivers, num_segments=n, indices_are_sorted=False).T
+
+
+@jax.jit
+def _smooth_full_jit(scores, senders, receivers, weights, alpha):
+    n = scores.shape[-1]
+    norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
+    p = _chunked_over_queries(lambda s: _propagate_shared(s, senders, receivers, norm_w), scores,
+                              n_edges=senders.shape[0])
+    return _combine(scores, p, alpha)
+
+
+def smooth_full(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
+    """Full-pool smoothing over the whole ToolGraph.
+
+    Args:
+      scores: float [Q, N] score vectors (N = graph nodes).
+      graph: ToolGraph (or its single-graph GraphsTuple, ``edges`` = weights [E]).
+      alpha: scalar or float [A].
+    Returns:
+      float [Q, N], or [A, Q, N] when alpha is an array.
+    """
+    g = graph.graph if isinstance(graph, ToolGraph) else graph
+    scores = jnp.asarray(scores)
+    if scores.shape[-1] != int(np.asarray(g.n_node).sum()):
+        raise ValueError(f"scores have {scores.shape[-1]} columns, graph has {int(np.sum(g.n_node))} nodes")
+    return _smooth_full_jit(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
+                            jnp.asarray(alpha, scores.dtype))
+
+
+# ----------------------------------------------------------------------------------------------------
+# per-fold graphs
+
+
+@dataclass(frozen=True, eq=False)
+class FoldGraphs:
+    """Several ToolGraphs over the same N on one shared (union) edge list.
+
+    senders / receivers int32 [E] (union over folds), weights float32 [F, E] (0 where fold f lacks the edge).
+    """
+
+    senders: np.ndarray
+    receivers: np.ndarray
+    weights: np.ndarray
+    n_nodes: int
+
+    @property
+    def n_folds(self) -> int:
+        return int(self.weights.shape[0])
+
+
+def stack_graphs(graphs: Sequence[ToolGraph]) -> FoldGraphs:
+    """Put F ToolGraphs on their union edge list (array ops; no loop over edges)."""
+    n = graphs[0].n_nodes
+    if any(g.n_nodes != n for g in graphs):
+        raise ValueError("all fold graphs must have the same number of nodes")
+    keys = [g.receivers.astype(np.int64) * n + g.senders.astype(np.int64) for g in graphs]
+    ukey = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    w = np.zeros((len(graphs), ukey.shape[0]), np.float32)
+    for f, (g, k) in enumerate(zip(graphs, keys)):  # F <= 5 folds
+        w[f, np.searchsorted(ukey, k)] = g.weights
+    return FoldGraphs((ukey % n).astype(np.int32), (ukey // n).astype(np.int32), w, n)
+
+
+def _propagate_per_query(scores, fold, senders, receivers, norm_w):
+    """P for queries that each pick a row of norm_w [F, E] by fold [c]."""
+    n = scores.shape[-1]
+    msg = scores.T[senders] * norm_w[fold].T  # [E, c]
+    return jax.ops.segment_sum(msg, receivers, num_segments=n).T
+
+
+@jax.jit
+def _smooth_folds_jit(scores, query_fold, senders, receivers, weights, alpha):
+    n = scores.shape[-1]
+    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
+    p = _chunked_over_queries(lambda s, f: _propagate_per_query(s, f, senders, receivers, norm_w),
+                              scores, query_fold, n_edges=2 * senders.shape[0])
+    return _combine(scores, p, alpha)
+
+
+def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs, alpha):
+    """Full-pool smoothing where query q uses graph ``query_fold[q]`` (UltraTool's 5-fold protocol).
+
+    One jitted call, no loop over queries or folds: the fold graphs share a union edge list and each query
+    gathers its fold's normalised weights.
+
+    Args:
+      scores: float [Q, N]; query_fold: int [Q] in 0..F-1; graphs: F ToolGraphs (or ``stack_graphs`` of them);
+      alpha: scalar or float [A].
+    Returns:
+      float [Q, N] or [A, Q, N].
+    """
+    fg = graphs if isinstance(graphs, FoldGraphs) else stack_graphs(graphs)
+    scores = jnp.asarray(scores)
+    qf = np.asarray(query_fold)
+    if qf.shape != scores.shape[:1] or (qf.size and (qf.min() < 0 or qf.max() >= fg.n_folds)):
+        raise ValueError(f"query_fold must be [Q={scores.shape[0]}] in 0..{fg.n_folds - 1}")
+    return _smooth_folds_jit(scores, jnp.asarray(qf, jnp.int32), jnp.asarray(fg.senders),
+                             jnp.asarray(fg.receivers), jnp.asarray(fg.weights), jnp.asarray(alpha, scores.dtype))
+
+
+# ----------------------------------------------------------------------------------------------------
+# candidate mode
+
+
+def _bucket(n: int, minimum: int = 1024) -> int:
+    return int(max(minimum, 1 << int(np.ceil(np.log2(max(n, 1))))))
+
+
+def _induced_adjacency(cand, graph, query_fold=None) -> np.ndarray:
+    """A[cand[q, a], cand[q, b]] -> float32 [Q, C, C]; rows/cols of negative (padding) candidates are zero."""
+    cand = np.asarray(cand)
+    valid = cand >= 0
+    c = np.where(valid, cand, 0)
+    if isinstance(graph, ToolGraph):
+        a = graph.dense[c[:, :, None], c[:, None, :]]
+    else:
+        graphs = list(graph)
+        qf = np.asarray(query_fold)
+        if qf.shape != cand.shape[:1]:
+            raise ValueError("query_fold must be [Q] when a list of fold graphs is given")
+        a = np.zeros(cand.shape + cand.shape[-1:], np.float32)
+        for f, g in enumerate(graphs):  # F <= 5 folds
+            rows = np.nonzero(qf == f)[0]
+            a[rows] = g.dense[c[rows][:, :, None], c[rows][:, None, :]]
+    return np.where(valid[:, :, None] & valid[:, None, :], a, 0.0).astype(np.float32)
+
+
+def candidate_subgraphs(cand, graph: ToolGraph | Sequence[ToolGraph], *, query_fold=None,
+                        edge_budget: int | None = None) -> jraph.GraphsTuple:
+    """Batch the Q candidate-induced subgraphs into one padded ``jraph.GraphsTuple``.
+
+    Graph q has nodes q*C .. q*C+C-1 (candidate order) and the nonzero entries of A[cand_q, cand_q] as
+    directed edges.  The result equals ``jraph.batch`` of the Q subgraphs, built with array ops, then
+    ``jraph.pad_with_graphs`` to Q*C+1 nodes, ``edge_budget`` edges (default: next power of two >= the
+    edge count, at least 1024) and Q+1 graphs.
+
+    Args:
+      cand: int [Q, C] tool ids (negative = padding, no edges).
+      graph: a ToolGraph, or F ToolGraphs with ``query_fold`` int [Q] choosing one per query.
+    """
+    cand = np.asarray(cand)
+    q, c = cand.shape
+    a = _induced_adjacency(cand, graph, query_fold)
+    gq, ra, sb = np.nonzero(a)
+    e = gq.shape[0]
+    budget = _bucket(e) if edge_budget is None else int(edge_budget)
+    g = jraph.GraphsTuple(
+        nodes=None,
+        edges=a[gq, ra, sb],
+        senders=(gq * c + sb).astype(np.int32),
+        receivers=(gq * c + ra).astype(np.int32),
+        n_node=np.full(q, c, np.int32),
+        n_edge=np.bincount(gq, minlength=q).astype(np.int32),
+        globals=None,
+    )
+    return jraph.pad_with_graphs(g, n_node=q * c + 1, n_edge=budget, n_graph=q + 1)
+
+
+@jax.jit
+def _smooth_padded_jit(scores, senders, receivers, weights, alpha):
+    """scores [Q, C] over a padded batch of Q graphs with Q*C + 1 nodes (the last one is padding)."""
+    q, c = scores.shape
+    n = q * c + 1
+    x = jnp.concatenate([scores.reshape(-1), jnp.zeros((1,), scores.dtype)])
+    norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
+    p = jax.ops.segment_sum(norm_w * x[senders], receivers, num_segments=n)[:-1].reshape(q, c)
+    return _combine(scores, p, alpha)
+
+
+def smooth_candidates(scores, cand, graph: ToolGraph | Sequence[ToolGraph], alpha, *, query_fold=None,
+                      edge_budget: int | None = None):
+    """Candidate-mode smoothing: each query on the subgraph induced by its candidates.
+
+    Args:
+      scores: float [Q, C] scores of the candidates; cand: int [Q, C] their tool ids (negative = padding).
+      graph: a ToolGraph, or F fold ToolGraphs with ``query_fold`` int [Q].
+      alpha: scalar or float [A].
+      edge_budget: padded edge count (default: power-of-two bucket); fixes the compiled shape.
+    Returns:
+      float [Q, C] or [A, Q, C].
+    """
+    scores = jnp.asarray(scores)
+    if scores.shape != np.shape(cand):
+        raise ValueError(f"scores {scores.shape} and cand {np.shape(cand)} differ")
+    g = candidate_subgraphs(cand, graph, query_fold=query_fold, edge_budget=edge_budget)
+    return _smooth_padded_jit(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
+                              jnp.asarray(alpha, scores.dtype))
+
+
+# ----------------------------------------------------------------------------------------------------
+# dense-matmul equivalents
+
+
+def dense_normalized_adjacency(a):
+    """Â = D^-1/2 A D^-1/2 for a (batch of) dense symmetric adjacency [..., N, N]."""
+    deg = a.sum(-1)
+    dinv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.where(deg > 0, deg, 1.0)), 0.0)
+    return a * dinv[..., :, None] * dinv[..., None, :]
+
+
+@jax.jit
+def _smooth_full_dense_jit(scores, a, alpha):
+    a_hat = dense_normalized_adjacency(a.astype(scores.dtype))
+    return _combine(scores, scores @ a_hat.T, alpha)
+
+
+def smooth_full_dense(scores, graph: ToolGraph, alpha):
+    """``smooth_full`` with a dense [N, N] Â and one matmul (O(Q N^2) flops)."""
+    scores = jnp.asarray(scores)
+    return _smooth_full_dense_jit(scores, jnp.asarray(graph.dense), jnp.asarray(alpha, scores.dtype))
+
+
+@jax.jit
+def _smooth_candidates_dense_jit(scores, a_sub, alpha):
+    a_hat = dense_normalized_adjacency(a_sub.astype(scores.dtype))
+    return _combine(scores, jnp.einsum("qij,qj->qi", a_hat, scores), alpha)
+
+
+def smooth_candidates_dense(scores, cand, graph: ToolGraph | Sequence[ToolGraph], alpha, *, query_fold=None):
+    """``smooth_candidates`` with dense induced adjacencies [Q, C, C] and a batched matvec."""
+    scores = jnp.asarray(scores)
+    a_sub = _induced_adjacency(cand, graph, query_fold)
+    return _smooth_candidates_dense_jit(scores, jnp.asarray(a_sub), jnp.asarray(alpha, scores.dtype))
+
+
+__all__ = ["smooth_full", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs", "stack_graphs",
+           "FoldGraphs", "normalized_edge_weights", "smooth_full_dense", "smooth_candidates_dense",
+           "dense_normalized_adjacency"]
