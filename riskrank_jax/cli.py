@@ -113,6 +113,33 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
             click.echo(f"  {m:>16s}: {'n/a' if v is None else f'{v:.4f}'}")
 
 
+@cli.command("embed")
+@click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
+@data_dir_option
+@cache_dir_option
+@encoder_option
+@click.option("--batch-size", type=int, default=64, show_default=True)
+def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
+    """Precompute and cache the embedding of every tool and query text of a benchmark."""
+    from riskrank_jax.data import load_benchmark
+    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
+    from riskrank_jax.encoder import load_encoder
+
+    bench = load_benchmark(benchmark, data_dir)
+    enc = load_encoder(encoder)
+    cache = EmbeddingCache(cache_dir)
+    groups = {"tools": list(bench.tools.descriptions), "train": list(bench.train.texts)}
+    groups.update({split: list(qs.texts) for split, qs in bench.tests.items()})
+    texts = [t for g in groups.values() for t in g]
+    t0 = time.perf_counter()
+    vecs, stats = embed_texts_with_stats(enc, texts, cache, batch_size=batch_size)
+    click.echo(f"{benchmark}: encoder {enc.model_id} (dim {enc.dim}, {enc.pooling} pooling)")
+    click.echo("  texts: " + ", ".join(f"{k} {len(v)}" for k, v in groups.items())
+               + f"; {stats.n_unique} unique")
+    click.echo(f"  {stats.summary()}")
+    click.echo(f"  total {time.perf_counter() - t0:.1f}s; embeddings {vecs.shape} in {cache.model_dir(enc.model_id)}")
+
+
 def main(argv=None):
     cli.main(args=argv, prog_name="riskrank-jax")
 
