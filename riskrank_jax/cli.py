@@ -140,8 +140,122 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
     click.echo(f"  total {time.perf_counter() - t0:.1f}s; embeddings {vecs.shape} in {cache.model_dir(enc.model_id)}")
 
 
+@cli.command("train")
+@click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
+@click.option("--seeds", type=int, multiple=True, default=(42, 123, 777), show_default=True,
+              help="Repeat for several seeds: --seeds 42 --seeds 123.")
+@data_dir_option
+@cache_dir_option
+@encoder_option
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Checkpoint root (default: checkpoints/); the run lands in <root>/<benchmark>/<run>/.")
+@click.option("--lambda-aware", is_flag=True, help="Train L_rel on f_rel - λ f_risk, one model per λ (SPEC §5).")
+@click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
+              help="λ grid of --lambda-aware.")
+@click.option("--rel-features", type=click.Choice(["concat", "interact"]), default="concat", show_default=True,
+              help="'interact' (beyond the paper) adds E(q)*E(t), |E(q)-E(t)| and the cosine to the input.")
+@click.option("--negatives", type=click.Choice(["uniform", "hard"]), default="uniform", show_default=True,
+              help="'hard' (beyond the paper) draws negatives from the frozen encoder's top-50.")
+@click.option("--epochs", type=int, default=10, show_default=True)
+def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda_aware, lambdas, rel_features,
+          negatives, epochs):
+    """Train every seed x fold (x λ) model of a benchmark in one jitted, vmapped program."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from riskrank_jax.data import load_benchmark
+    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.paths import default_checkpoint_dir
+    from riskrank_jax.sweep import SweepConfig, embed_all, train_variant
+    from riskrank_jax.train import TrainConfig
+
+    bench = load_benchmark(benchmark, data_dir)
+    enc = load_encoder(encoder)
+    emb = embed_all(bench, enc, EmbeddingCache(cache_dir))
+    cfg = TrainConfig(epochs=epochs, lambda_aware=lambda_aware, lambdas=tuple(lambdas), rel_features=rel_features,
+                      negatives=negatives)
+    name = "lambda_aware" if lambda_aware else ("core" if (rel_features, negatives) == ("concat", "uniform")
+                                                 else f"{rel_features}-{negatives}")
+    root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
+    t0 = time.perf_counter()
+    res = train_variant(bench, emb, SweepConfig(benchmark=benchmark, seeds=tuple(seeds)), cfg, name,
+                        enc.model_id, root)
+    dt = time.perf_counter() - t0
+    click.echo(f"{benchmark}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"
+               + (f" x {len(lambdas)} λ" if lambda_aware else "") + f") in {dt:.1f}s; protocol {bench.protocol}")
+    held = np.asarray(res.heldout_loss)
+    for m, ix in enumerate(res.model_index):
+        b = int(res.best_epoch[m])
+        click.echo(f"  model {m:2d} {ix}: best epoch {b + 1}/{held.shape[1]}, held-out loss {held[m, b]:.5f}")
+    click.echo(f"  checkpoint: {res.run_config.get('checkpoint_dir', root / benchmark)}")
+
+
+@cli.group()
+def graph():
+    """Inspect the ToolGraph."""
+
+
+@graph.command("stats")
+@click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
+@data_dir_option
+@cache_dir_option
+@encoder_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (per fold when the protocol has folds).")
+def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
+    """Nodes, edges per type and in total, tools with a neighbour, perm_level >= 2 tools."""
+    from riskrank_jax import graph as graph_lib
+    from riskrank_jax.data import load_benchmark
+    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encoder import load_encoder
+
+    bench = load_benchmark(benchmark, data_dir)
+    t_emb = embed_texts(load_encoder(encoder), list(bench.tools.descriptions), EmbeddingCache(cache_dir))
+    graphs = graph_lib.build_fold_graphs(t_emb, bench.tools.perm_mask, bench.tools.risk, bench.train.gold,
+                                         bench.train_fold_mask)
+    stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs]
+    if as_json:
+        click.echo(json.dumps({"benchmark": benchmark, "protocol": bench.protocol,
+                               "graphs": stats if len(stats) > 1 else stats[0]}))
+        return
+    click.echo(f"{benchmark}: protocol {bench.protocol}")
+    for f, st in enumerate(stats):
+        label = f"fold {f}" if len(stats) > 1 else "graph"
+        click.echo(f"  {label}: {json.dumps(st)}")
+
+
+MULTI_VALUE_OPTIONS = ("--seeds", "--lambdas")
+
+
+def expand_multi_value_options(argv: list[str], names=MULTI_VALUE_OPTIONS) -> list[str]:
+    """Let `--seeds 42 123 777` mean `--seeds 42 --seeds 123 --seeds 777` (click options take one value)."""
+    out: list[str] = []
+    current = None
+    for arg in argv:
+        if arg in names:
+            current = arg
+            out.append(arg)
+            continue
+        if current is not None and not arg.startswith("--") and out[-1] != current:
+            out.append(current)
+        elif arg.startswith("-") and not _is_number(arg):
+            current = None
+        out.append(arg)
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
 def main(argv=None):
-    cli.main(args=argv, prog_name="riskrank-jax")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cli.main(args=expand_multi_value_options(argv), prog_name="riskrank-jax")
 
 
 if __name__ == "__main__":

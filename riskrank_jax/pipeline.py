@@ -65,40 +65,31 @@ def rank(scores):
 
 
 def smooth_per_fold(scores, graphs: Sequence, test_fold: np.ndarray, alpha: float):
-    """ToolGraph smoothing in full-pool mode, each query on its own fold's graph.
+    """ToolGraph smoothing in full-pool mode, each query on its own fold's graph (one jitted call).
 
-    scores [..., Q, N]; graphs: one ToolGraph per fold (F <= 5: the loop is over folds, not queries).
+    scores [..., Q, N] (leading axes, e.g. λ and seeds, are folded into the query batch); graphs: one
+    ToolGraph per fold; test_fold int [Q].
     """
     scores = jnp.asarray(scores)
+    flat = scores.reshape(-1, scores.shape[-1])
     if len(graphs) == 1:
-        flat = scores.reshape(-1, scores.shape[-1])
         return smoothing.smooth_full(flat, graphs[0], alpha).reshape(scores.shape)
-    out = scores
-    for f, g in enumerate(graphs):
-        idx = np.nonzero(np.asarray(test_fold) == f)[0]
-        if idx.size == 0:
-            continue
-        sub = scores[..., idx, :]
-        sm = smoothing.smooth_full(sub.reshape(-1, sub.shape[-1]), g, alpha).reshape(sub.shape)
-        out = out.at[..., idx, :].set(sm)
-    return out
+    n_lead = flat.shape[0] // scores.shape[-2]
+    fold = np.tile(np.asarray(test_fold), n_lead)
+    return smoothing.smooth_full_folds(flat, fold, graphs, alpha).reshape(scores.shape)
 
 
 def smooth_candidates_per_fold(cand_scores, cand, graphs: Sequence, test_fold: np.ndarray, alpha: float):
     """Candidate-mode smoothing: cand_scores [..., Q, C] over candidates cand [Q, C] of each query."""
     cand_scores = jnp.asarray(cand_scores)
-    lead = cand_scores.shape[:-2]
-    n_lead = int(np.prod(lead)) if lead else 1
-    out = cand_scores
-    for f, g in enumerate(graphs):
-        idx = np.arange(cand.shape[0]) if len(graphs) == 1 else np.nonzero(np.asarray(test_fold) == f)[0]
-        if idx.size == 0:
-            continue
-        sub = cand_scores[..., idx, :].reshape(n_lead * idx.size, -1)
-        c = jnp.tile(jnp.asarray(cand)[idx], (n_lead, 1))
-        sm = smoothing.smooth_candidates(sub, c, g, alpha).reshape(*lead, idx.size, -1)
-        out = out.at[..., idx, :].set(sm)
-    return out
+    flat = cand_scores.reshape(-1, cand_scores.shape[-1])
+    n_lead = flat.shape[0] // cand_scores.shape[-2]
+    c = np.tile(np.asarray(cand), (n_lead, 1))
+    if len(graphs) == 1:
+        out = smoothing.smooth_candidates(flat, c, graphs[0], alpha)
+    else:
+        out = smoothing.smooth_candidates(flat, c, list(graphs), alpha, query_fold=np.tile(np.asarray(test_fold), n_lead))
+    return jnp.asarray(out).reshape(cand_scores.shape)
 
 
 def apply_rule_filter(ranking, risk_levels, perm_level, t_emb, *, k: int = 5, prefix: int | None = None):

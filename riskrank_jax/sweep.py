@@ -520,5 +520,12 @@ def _flatten_multi(values, typ):
     return tuple(out)
 
 
+def run(argv=None):
+    from riskrank_jax.cli import expand_multi_value_options
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    main.main(args=expand_multi_value_options(argv), prog_name="python -m riskrank_jax.sweep")
+
+
 if __name__ == "__main__":
-    main()
+    run()
