@@ -16,8 +16,9 @@ reranked order.  When fewer than k are accepted, the first positions after them 
 deferred (rejected) tools in reranked order, which is the SPEC's fill rule; the positions after the
 first k keep the remaining tools in reranked order.
 
-Implementation: per query the walk keeps only O(k d) state (counts, the accepted tools' normalised
-embeddings and positions), so one step costs O(k d) and the whole filter O(L_visited k d).
+Implementation: per query the walk keeps O(k) state (three counts, the accepted tools' ids and positions);
+a step gathers the k accepted tools' normalised embeddings and takes k dot products, O(k d), so the whole
+filter is O(L_visited k d).
 ``method="while"`` (default) is a ``lax.while_loop`` that stops once k tools are accepted or the list
 ends; vmapped over queries it runs until the slowest query in the batch is done (finished queries are
 carried unchanged).  ``method="scan"`` is a ``lax.scan`` over all L positions that carries a done flag
@@ -38,26 +39,25 @@ def _normalise(x):
     return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def _init_state(k: int, d: int, l: int, dtype):
-    # (n_acc, n_risk, n_perm, acc_emb [k, d], acc_pos [k])
-    return (jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros((k, d), dtype), jnp.full((k,), l, jnp.int32))
+def _init_state(k: int, l: int):
+    # (n_acc, n_risk, n_perm, acc_tool [k], acc_pos [k]); slots >= n_acc are unused
+    return (jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros((k,), jnp.int32), jnp.full((k,), l, jnp.int32))
 
 
 def _step(state, pos, tool, emb, risky, high, caps, k: int):
     """Consider the tool at position `pos`; accept it if the rules allow and fewer than k are accepted."""
-    n_acc, n_risk, n_perm, acc_emb, acc_pos = state
+    n_acc, n_risk, n_perm, acc_tool, acc_pos = state
     risk_cap, perm_cap, sim_threshold = caps
-    e = emb[tool]
     r = risky[tool]
     h = high[tool]
-    sims = acc_emb @ e  # [k]
+    sims = emb[acc_tool] @ emb[tool]  # [k] cosines with the accepted tools, gathered on the fly
     redundant = jnp.any((sims > sim_threshold) & (jnp.arange(k) < n_acc))
     ok = (n_acc < k) & ~(r & (n_risk >= risk_cap)) & ~(h & (n_perm >= perm_cap)) & ~redundant
-    slot = jnp.minimum(n_acc, k - 1)
-    acc_emb = acc_emb.at[slot].set(jnp.where(ok, e, acc_emb[slot]))
-    acc_pos = acc_pos.at[slot].set(jnp.where(ok, pos, acc_pos[slot]))
+    put = ok & (jnp.arange(k) == n_acc)  # one-hot slot update (cheaper than a scatter under vmap)
+    acc_tool = jnp.where(put, tool, acc_tool)
+    acc_pos = jnp.where(put, pos, acc_pos)
     oki = ok.astype(jnp.int32)
-    return (n_acc + oki, n_risk + oki * r, n_perm + oki * h, acc_emb, acc_pos)
+    return (n_acc + oki, n_risk + oki * r, n_perm + oki * h, acc_tool, acc_pos)
 
 
 def _partition(row, acc_pos, n_acc):
@@ -72,7 +72,7 @@ def _partition(row, acc_pos, n_acc):
 
 def _filter_one(row, emb, risky, high, caps, k: int, method: str):
     l = row.shape[0]
-    state = _init_state(k, emb.shape[-1], l, emb.dtype)
+    state = _init_state(k, l)
     if method == "while":
         def cond(c):
             pos, st = c

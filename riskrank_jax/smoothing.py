@@ -14,7 +14,7 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
 P is computed as message passing: every directed edge (j -> i, weight w) sends Â_ij * S[:, j] to i,
 summed with ``jax.ops.segment_sum`` over receivers.  The query axis is a trailing feature axis, so one
 gather / segment-sum serves the whole batch; the [E, Q] message buffer is bounded by processing queries
-in chunks with ``lax.map`` (chunk = max(1, 2^24 // E) queries, i.e. at most 64 MiB of float32 messages).
+in chunks with ``lax.map`` (ceil(Q·E / 2^24) equal chunks, i.e. about 64 MiB of float32 messages each).
 
 Candidate mode builds, for each query, the subgraph induced by its C candidates (Â renormalised with
 degrees from the induced edges only), batches all queries as one padded ``jraph.GraphsTuple`` (edge budget
@@ -62,9 +62,10 @@ def _combine(scores, p, alpha):
 def _chunked_over_queries(fn, scores, *per_query, n_edges: int):
     """Apply fn(scores_chunk [c, N], *per_query_chunks) -> [c, N] in chunks of c queries (lax.map)."""
     q = scores.shape[0]
-    chunk = int(max(1, min(q, _MSG_BUDGET // max(n_edges, 1))))
-    if chunk >= q:
+    n_chunks = int(max(1, -(-q * max(n_edges, 1) // _MSG_BUDGET)))
+    if n_chunks == 1:
         return fn(scores, *per_query)
+    chunk = -(-q // n_chunks)
     n_chunks = -(-q // chunk)
     pad = n_chunks * chunk - q
 
@@ -194,8 +195,12 @@ def _induced_adjacency(cand, graph, query_fold=None) -> np.ndarray:
     cand = np.asarray(cand)
     valid = cand >= 0
     c = np.where(valid, cand, 0)
+    def lookup(dense, rows):  # flat take: ~1.7x faster than 3-D fancy indexing
+        cr = rows.astype(np.int64)
+        return dense.ravel().take(cr[:, :, None] * dense.shape[0] + cr[:, None, :])
+
     if isinstance(graph, ToolGraph):
-        a = graph.dense[c[:, :, None], c[:, None, :]]
+        a = lookup(graph.dense, c)
     else:
         graphs = list(graph)
         qf = np.asarray(query_fold)
@@ -204,8 +209,64 @@ def _induced_adjacency(cand, graph, query_fold=None) -> np.ndarray:
         a = np.zeros(cand.shape + cand.shape[-1:], np.float32)
         for f, g in enumerate(graphs):  # F <= 5 folds
             rows = np.nonzero(qf == f)[0]
-            a[rows] = g.dense[c[rows][:, :, None], c[rows][:, None, :]]
+            a[rows] = lookup(g.dense, c[rows])
     return np.where(valid[:, :, None] & valid[:, None, :], a, 0.0).astype(np.float32)
+
+
+def _induced_edges_one(cand, graph: ToolGraph):
+    """Edges of the candidate-induced subgraphs from the graph's CSR rows, O(sum of candidate degrees).
+
+    Returns (q, a, b, w): for query q an edge from position b to position a with A[cand[q,a], cand[q,b]] = w,
+    ordered by (q, a, b).  Falls back to the dense [Q, C, C] lookup when a row repeats a tool id.
+    """
+    q, c = cand.shape
+    n = graph.n_nodes
+    qi, ai = np.nonzero(cand >= 0)
+    u = cand[qi, ai].astype(np.int64)
+    if u.size and u.max() >= n:
+        raise ValueError(f"candidate id {u.max()} >= N = {n}")
+    pos = np.full((q, n), -1, np.int32)  # position of each tool in the query's candidate list
+    pos[qi, u] = ai
+    if np.any(pos[qi, u] != ai):  # repeated tool ids: use the dense lookup, which handles them
+        a = _induced_adjacency(cand, graph)
+        gq, ra, sb = np.nonzero(a)
+        return gq, ra, sb, a[gq, ra, sb]
+    recv = graph.receivers
+    if np.any(recv[1:] < recv[:-1]):
+        order = np.argsort(recv, kind="stable")
+        recv, send, wts = recv[order], graph.senders[order], graph.weights[order]
+    else:
+        send, wts = graph.senders, graph.weights
+    indptr = np.searchsorted(recv, np.arange(n + 1))
+    start = indptr[u]
+    deg = indptr[u + 1] - start
+    rep = np.repeat(np.arange(u.size), deg)
+    idx = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg) + np.repeat(start, deg)
+    b = pos[qi[rep], send[idx]]
+    keep = b >= 0
+    gq, ra, sb, w = qi[rep][keep], ai[rep][keep], b[keep], wts[idx][keep]
+    # canonical (query, receiver, sender) order, as the dense lookup gives; (q, a) is already sorted, so a
+    # stable (timsort) argsort of the combined key is nearly linear
+    order = np.argsort((gq.astype(np.int64) * c + ra) * c + sb, kind="stable")
+    return gq[order], ra[order], sb[order], w[order]
+
+
+def _induced_edges(cand, graph, query_fold=None):
+    cand = np.asarray(cand)
+    if isinstance(graph, ToolGraph):
+        return _induced_edges_one(cand, graph)
+    graphs = list(graph)
+    qf = np.asarray(query_fold)
+    if qf.shape != cand.shape[:1]:
+        raise ValueError("query_fold must be [Q] when a list of fold graphs is given")
+    parts = []
+    for f, g in enumerate(graphs):  # F <= 5 folds
+        rows = np.nonzero(qf == f)[0]
+        gq, ra, sb, w = _induced_edges_one(cand[rows], g)
+        parts.append((rows[gq], ra, sb, w))
+    gq, ra, sb, w = (np.concatenate(x) for x in zip(*parts))
+    order = np.lexsort((sb, ra, gq))
+    return gq[order], ra[order], sb[order], w[order]
 
 
 def candidate_subgraphs(cand, graph: ToolGraph | Sequence[ToolGraph], *, query_fold=None,
@@ -213,7 +274,8 @@ def candidate_subgraphs(cand, graph: ToolGraph | Sequence[ToolGraph], *, query_f
     """Batch the Q candidate-induced subgraphs into one padded ``jraph.GraphsTuple``.
 
     Graph q has nodes q*C .. q*C+C-1 (candidate order) and the nonzero entries of A[cand_q, cand_q] as
-    directed edges.  The result equals ``jraph.batch`` of the Q subgraphs, built with array ops, then
+    directed edges, sorted by (receiver, sender).  The result equals ``jraph.batch`` of the Q subgraphs, built with
+    array ops (CSR row expansion of the candidates and a [Q, N] position table), then
     ``jraph.pad_with_graphs`` to Q*C+1 nodes, ``edge_budget`` edges (default: next power of two >= the
     edge count, at least 1024) and Q+1 graphs.
 
@@ -223,13 +285,12 @@ def candidate_subgraphs(cand, graph: ToolGraph | Sequence[ToolGraph], *, query_f
     """
     cand = np.asarray(cand)
     q, c = cand.shape
-    a = _induced_adjacency(cand, graph, query_fold)
-    gq, ra, sb = np.nonzero(a)
+    gq, ra, sb, w = _induced_edges(cand, graph, query_fold)
     e = gq.shape[0]
     budget = _bucket(e) if edge_budget is None else int(edge_budget)
     g = jraph.GraphsTuple(
         nodes=None,
-        edges=a[gq, ra, sb],
+        edges=np.asarray(w, np.float32),
         senders=(gq * c + sb).astype(np.int32),
         receivers=(gq * c + ra).astype(np.int32),
         n_node=np.full(q, c, np.int32),

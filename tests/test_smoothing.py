@@ -151,6 +151,17 @@ def test_candidates_match_reference(pad):
     np.testing.assert_allclose(out[0], s, atol=1e-7)
 
 
+def test_candidates_with_repeated_ids():
+    """A row that repeats a tool id takes the dense-lookup route; both copies get the tool's edges."""
+    g = random_graph(10)
+    rng = np.random.default_rng(10)
+    cand = random_candidates(rng, 5, 12, g.n_nodes)
+    cand[2, 5] = cand[2, 0]
+    s = rng.normal(size=cand.shape).astype(np.float32)
+    ref = ref_candidates(s, cand, lambda q: g.dense, 0.4)
+    np.testing.assert_allclose(np.asarray(smooth_candidates(s, cand, g, 0.4)), ref, atol=TOL)
+
+
 def test_candidate_subgraphs_equal_jraph_batch():
     g = random_graph(7)
     rng = np.random.default_rng(7)
@@ -171,6 +182,7 @@ def test_candidate_subgraphs_equal_jraph_batch():
     np.testing.assert_array_equal(padded.receivers[:e], batched.receivers)
     np.testing.assert_array_equal(padded.edges[:e], batched.edges)
     assert np.all(padded.senders[e:] == 60) and np.all(padded.edges[e:] == 0)
+    assert e > 20
 
 
 def test_candidates_compile_once_per_bucket():
@@ -192,7 +204,8 @@ def test_candidates_per_fold():
     emb = rng.normal(size=(n, 4)).astype(np.float32)
     perm = rng.random((n, 5)) < 0.1
     gold = rng.integers(0, 12, size=(150, 3))
-    gs = build_fold_graphs(emb, perm, rng.integers(1, 6, n), gold, np.stack([np.arange(150) % 3 != f for f in range(3)]))
+    fold_mask = np.stack([np.arange(150) % 3 != f for f in range(3)])
+    gs = build_fold_graphs(emb, perm, rng.integers(1, 6, n), gold, fold_mask)
     cand = random_candidates(rng, 10, 8, n)
     qf = rng.integers(0, 3, 10)
     s = rng.random(cand.shape).astype(np.float32)
@@ -205,7 +218,8 @@ def test_candidates_per_fold():
 def test_real_ultratool_graph(real_data_dir):
     """UltraTool's 2,032-tool pool: risk and permissions from the released labels, random unit embeddings
     (plus planted near-duplicates so semantic edges exist), co-occurrence from a random gold array."""
-    labels = json.loads((real_data_dir / "ultratool/from_paper_release/ultratool_risk_labels_resolved.json").read_text())
+    path = real_data_dir / "ultratool/from_paper_release/ultratool_risk_labels_resolved.json"
+    labels = json.loads(path.read_text())
     desc = [v["description"] for v in labels.values()]
     risk = np.array([2 if v["risk_level"] is None else v["risk_level"] for v in labels.values()], np.int32)
     perm = permission_mask(desc)
