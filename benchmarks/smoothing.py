@@ -10,13 +10,9 @@ Embeddings: a hashed bag-of-words of the text (512-d; default, no model needed),
 riskrank_jax.encoder / embed_cache (cached on disk) with ``--embeddings minilm``.
 Scores are query-tool cosines of those embeddings.
 
-Cost model per call (float32; E = directed edges, Q queries, N nodes):
-  sparse paths   flops = 2·Q·E (one multiply-add per message) + 4·Q·N (combination)
-                 bytes = 4·(2·Q·N) + 12·E      (read S, write output, read senders/receivers/weights once)
-                 the segment-sum path also writes and reads an [E, Q] message buffer: + 8·Q·E
-  dense path     flops = 2·Q·N² + 4·Q·N,  bytes = 4·(N² + 2·Q·N)
-  candidates     the same with Q graphs of C nodes: E = induced edges (sum over queries), N² -> Q·C²
-speedup = time of the first (segment-sum) row / time of this row.
+Cost model, paths and timing: see riskrank_jax/throughput.py (this script only builds the cases and prints
+the measurements of riskrank_jax.throughput.measure_full / measure_candidates, plus the dense path with A copied
+to the device every call).  speedup = time of the first (segment-sum) row / time of this row.
 Timing: median of --repeats calls after one warm-up call (compilation excluded); wall clock on a shared
 2-core CPU, so expect ±20 % noise.
 """
@@ -27,20 +23,13 @@ import argparse
 import os
 import re
 import sys
-import time
 import zlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import scipy.sparse as sp
 
 from riskrank_jax.graph import build_tool_graph, stats
-from riskrank_jax.smoothing import (_induced_adjacency, _smooth_candidates_dense_jit, _smooth_full_dense_jit,
-                                    _smooth_padded_jit, candidate_subgraphs, smooth_candidates,
-                                    smooth_candidates_dense, smooth_full, smooth_full_dense)
-
-ALPHA = 0.2
+from riskrank_jax.throughput import measure_candidates, measure_full
 
 
 def bow_embed(texts, d=512):
@@ -89,27 +78,6 @@ def load_cases(embed):
         return cases, "random graphs of the real sizes"
 
 
-def timeit(fn, repeats):
-    jax.block_until_ready(fn())
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
-
-
-def scipy_a_hat(a: sp.csr_matrix) -> sp.csr_matrix:
-    deg = np.asarray(a.sum(1)).ravel()
-    dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0).astype(np.float32)
-    return sp.diags(dinv) @ a @ sp.diags(dinv)
-
-
-def scipy_full(s, a_hat_t):
-    p = (a_hat_t.T @ s.T).T  # (S Âᵀ) via csr @ dense
-    return 0.5 * (s + (1 - ALPHA) * s + ALPHA * p)
-
-
 def row(label, t, q, e, flops, nbytes, base):
     return (f"  {label:<34} {t * 1e3:9.2f} {q / t:10.0f} {e / t / 1e6:10.1f} {flops / t / 1e9:8.2f} "
             f"{nbytes / t / 1e9:7.2f} {base / t:7.2f}x")
@@ -120,62 +88,37 @@ HEADER = (f"  {'path':<34} {'ms/call':>9} {'queries/s':>10} {'Medges/s':>10} {'G
 
 
 def bench_full(name, g, scores, repeats):
-    q, n = scores.shape
-    e = g.n_edges
-    s = jnp.asarray(scores, jnp.float32)
-    s_np = np.asarray(scores, np.float32)
-    a_hat_t = scipy_a_hat(g.to_scipy().astype(np.float32)).T.tocsr()
-    dense = jnp.asarray(g.dense)
-    t_seg = timeit(lambda: smooth_full(s, g, ALPHA), repeats)
-    t_sp = timeit(lambda: scipy_full(s_np, a_hat_t), repeats)
-    t_dn = timeit(lambda: smooth_full_dense(s, g, ALPHA), repeats)
-    t_dn_k = timeit(lambda: _smooth_full_dense_jit(s, dense, jnp.float32(ALPHA)), repeats)
-    f_sp, b_sp = 2 * q * e + 4 * q * n, 4 * 2 * q * n + 12 * e
-    f_dn, b_dn = 2 * q * n * n + 4 * q * n, 4 * (n * n + 2 * q * n)
+    m = measure_full(g, scores, repeats, with_transfer=True)
+    q, n, e, sec, cost = m["q"], m["n"], m["e"], m["seconds"], m["cost"]
+    f_sp, b_sp = cost["scipy_sparse"]
+    f_dn, b_dn = cost["dense_matmul"]
+    t_seg = sec["jraph_segment_sum"]
     print(f"\nfull pool: {name}, Q={q}, N={n}, E={e} directed edges "
           f"(sparse: {f_sp / 1e9:.3f} GFLOP, {b_sp / 1e6:.1f} MB + segment buffer {8 * q * e / 1e6:.0f} MB; "
           f"dense: {f_dn / 1e9:.2f} GFLOP, {b_dn / 1e6:.1f} MB per call)")
     print(HEADER)
-    print(row("jraph/segment_sum (smooth_full)", t_seg, q, q * e, f_sp, b_sp, t_seg))
-    print(row("scipy.sparse csr @ dense", t_sp, q, q * e, f_sp, b_sp, t_seg))
-    print(row("dense matmul (incl. A transfer)", t_dn, q, q * e, f_dn, b_dn, t_seg))
-    print(row("dense matmul (A on device)", t_dn_k, q, q * e, f_dn, b_dn, t_seg))
+    print(row("jraph/segment_sum (smooth_full)", t_seg, q, q * e, *cost["jraph_segment_sum"], t_seg))
+    print(row("scipy.sparse csr @ dense", sec["scipy_sparse"], q, q * e, f_sp, b_sp, t_seg))
+    print(row("dense matmul (incl. A transfer)", sec["dense_matmul_incl_transfer"], q, q * e, f_dn, b_dn, t_seg))
+    print(row("dense matmul (A on device)", sec["dense_matmul"], q, q * e, f_dn, b_dn, t_seg))
 
 
 def bench_candidates(name, g, scores, c, repeats):
-    q, n = scores.shape
-    cand = np.argsort(-scores, axis=1)[:, :c].astype(np.int32)
-    cs = np.take_along_axis(scores, cand, 1).astype(np.float32)
-    s = jnp.asarray(cs)
-    padded = candidate_subgraphs(cand, g)
-    e = int(padded.n_edge[:-1].sum())
-    budget = padded.senders.shape[0]
-    snd, rcv, w = (jnp.asarray(x) for x in (padded.senders, padded.receivers, padded.edges))
-    a_sub = jnp.asarray(_induced_adjacency(cand, g))
-
-    def scipy_cand():
-        pg = candidate_subgraphs(cand, g)
-        m = q * c + 1
-        a = sp.csr_matrix((pg.edges, (pg.receivers, pg.senders)), shape=(m, m))
-        p = scipy_a_hat(a) @ np.concatenate([cs.ravel(), [0.0]]).astype(np.float32)
-        return 0.5 * (cs + (1 - ALPHA) * cs + ALPHA * p[:-1].reshape(q, c))
-
-    t_seg = timeit(lambda: smooth_candidates(s, cand, g, ALPHA), repeats)
-    t_seg_k = timeit(lambda: _smooth_padded_jit(s, snd, rcv, w, jnp.float32(ALPHA)), repeats)
-    t_sp = timeit(scipy_cand, repeats)
-    t_dn = timeit(lambda: smooth_candidates_dense(s, cand, g, ALPHA), repeats)
-    t_dn_k = timeit(lambda: _smooth_candidates_dense_jit(s, a_sub, jnp.float32(ALPHA)), repeats)
-    f_sp, b_sp = 2 * e + 4 * q * c, 4 * 2 * q * c + 12 * budget
-    f_dn, b_dn = 2 * q * c * c + 4 * q * c, 4 * (q * c * c + 2 * q * c)
+    m = measure_candidates(g, scores, c, repeats)
+    q, c, e, budget, sec, kern, cost = m["q"], m["c"], m["e"], m["e_pad"], m["seconds"], m["kernel_seconds"], m["cost"]
+    f_sp, b_sp = cost["scipy_sparse"]
+    f_seg, b_seg = cost["jraph_segment_sum"]
+    f_dn, b_dn = cost["dense_matmul"]
+    t_seg = sec["jraph_segment_sum"]
     print(f"\ncandidate mode: {name}, Q={q}, C={c}, induced edges E={e} (padded to {budget}; "
           f"mean {e / q:.0f} per query; sparse {f_sp / 1e6:.1f} MFLOP, {b_sp / 1e6:.1f} MB; "
           f"dense {f_dn / 1e6:.1f} MFLOP, {b_dn / 1e6:.1f} MB per call)")
     print(HEADER)
-    print(row("jraph padded batch, end to end", t_seg, q, e, f_sp, b_sp, t_seg))
-    print(row("  kernel only (graph prebuilt)", t_seg_k, q, e, f_sp, b_sp, t_seg))
-    print(row("scipy block-diag csr, end to end", t_sp, q, e, f_sp, b_sp, t_seg))
-    print(row("dense [Q,C,C] einsum, end to end", t_dn, q, e, f_dn, b_dn, t_seg))
-    print(row("  kernel only ([Q,C,C] on device)", t_dn_k, q, e, f_dn, b_dn, t_seg))
+    print(row("jraph padded batch, end to end", t_seg, q, e, f_seg, b_seg, t_seg))
+    print(row("  kernel only (graph prebuilt)", kern["jraph_segment_sum"], q, e, f_seg, b_seg, t_seg))
+    print(row("scipy block-diag csr, end to end", sec["scipy_sparse"], q, e, f_sp, b_sp, t_seg))
+    print(row("dense [Q,C,C] einsum, end to end", sec["dense_matmul"], q, e, f_dn, b_dn, t_seg))
+    print(row("  kernel only ([Q,C,C] on device)", kern["dense_matmul"], q, e, f_dn, b_dn, t_seg))
 
 
 def main():
