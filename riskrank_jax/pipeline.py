@@ -34,12 +34,7 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray):
     Returns:
       rel [S, Q, N] and risk [S, Q, N] (risk broadcast per query because folds differ).
     """
-    q_emb = jnp.asarray(q_emb)
-    t_emb = jnp.asarray(t_emb)
-    rel_fn = jax.jit(jax.vmap(lambda p: model_lib.relevance_full(p, q_emb, t_emb, query_chunk=256)))
-    risk_fn = jax.jit(jax.vmap(lambda p: model_lib.risk(p, t_emb)))
-    rel = rel_fn(params)  # [M, Q, N]
-    risk = risk_fn(params)  # [M, N]
+    rel, risk = _all_model_scores(params, jnp.asarray(q_emb), jnp.asarray(t_emb))  # [M, Q, N], [M, N]
     m = rel.shape[0]
     n_folds = m // n_seeds
     fold = jnp.asarray(test_fold)
@@ -49,6 +44,13 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray):
     rel_q = rel[:, fold, q_idx, :]  # [S, Q, N]
     risk_q = risk[:, fold, :]  # [S, Q, N]
     return rel_q, risk_q
+
+
+@jax.jit
+def _all_model_scores(params, q_emb, t_emb):
+    rel = jax.vmap(lambda p: model_lib.relevance_full(p, q_emb, t_emb, query_chunk=256))(params)
+    risk = jax.vmap(lambda p: model_lib.risk(p, t_emb))(params)
+    return rel, risk
 
 
 def penalise(rel, risk, lambdas):

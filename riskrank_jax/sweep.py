@@ -53,6 +53,7 @@ class SweepConfig:
     core_plus: bool = True
     zeroshot: bool = True
     smoothing_benchmark: bool = True
+    epochs: int = 10  # SPEC §5; lower only for smoke tests
 
     @property
     def alpha_value(self) -> float:
@@ -128,7 +129,7 @@ def train_risk_only(t_emb, risk, seeds, *, epochs: int = 30, batch_size: int = 6
     steps = max(1, n // batch_size)
     opt = optax.adam(lr)
 
-    def one(seed):
+    def one(seed, t_emb, target):
         key = jax.random.key(seed)
         key, init_key = jax.random.split(key)
         params = model_lib.init_params(init_key, d, hidden)
@@ -153,7 +154,8 @@ def train_risk_only(t_emb, risk, seeds, *, epochs: int = 30, batch_size: int = 6
         (params, _), _ = jax.lax.scan(epoch, (params, state), jax.random.split(key, epochs))
         return model_lib.risk(params, t_emb)
 
-    return jax.jit(jax.vmap(one))(jnp.asarray(seeds, dtype=jnp.uint32))
+    program = jax.jit(jax.vmap(one, in_axes=(0, None, None)))
+    return program(jnp.asarray(seeds, dtype=jnp.uint32), t_emb, target)
 
 
 def select_stress_queries(dense_ranking, gold, risk, n: int):
@@ -215,7 +217,9 @@ def summarize_seeds(values: dict) -> dict:
 
 
 def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
-                  force: bool = False) -> dict:
+                  force: bool = False, bench=None, encoder=None) -> dict:
+    """Run every stage for one benchmark and write its outputs. `bench` / `encoder` may be given directly
+    (tests inject a tiny benchmark and a fake encoder); otherwise they are loaded by name."""
     import jax
     import jax.numpy as jnp
 
@@ -229,8 +233,10 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 
     log = StageLog(cfg.benchmark)
     out_dir = out_root / cfg.benchmark
-    bench = log.run("load data", load_benchmark, cfg.benchmark, data_dir)
-    encoder = log.run("load encoder", load_encoder, cfg.encoder)
+    if bench is None:
+        bench = log.run("load data", load_benchmark, cfg.benchmark, data_dir)
+    if encoder is None:
+        encoder = log.run("load encoder", load_encoder, cfg.encoder)
     cache = EmbeddingCache(cache_dir)
     emb = log.run("embed (cached)", embed_all, bench, encoder, cache)
 
@@ -255,21 +261,21 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     lam = cfg.main_lambda
 
     # ---- training (one vmapped program per variant; checkpoints reused)
-    core = log.run("train core (seeds x folds)", train_variant, bench, emb, cfg, TrainConfig(), "core",
+    core = log.run("train core (seeds x folds)", train_variant, bench, emb, cfg, TrainConfig(epochs=cfg.epochs), "core",
                    encoder.model_id, ckpt_root)
     runs = {"core": core}
     if cfg.lambda_aware:
         runs["lambda_aware"] = log.run(
             "train lambda-aware (seeds x folds x lambdas)", train_variant, bench, emb, cfg,
-            TrainConfig(lambda_aware=True, lambdas=tuple(cfg.lambdas)), "lambda_aware", encoder.model_id, ckpt_root)
+            TrainConfig(epochs=cfg.epochs, lambda_aware=True, lambdas=tuple(cfg.lambdas)), "lambda_aware", encoder.model_id, ckpt_root)
     if cfg.core_plus:
         runs["core_plus"] = log.run(
             "train core_plus (interact head + hard negatives)", train_variant, bench, emb, cfg,
-            TrainConfig(rel_features="interact", negatives="hard"), "core_plus", encoder.model_id, ckpt_root)
+            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="hard"), "core_plus", encoder.model_id, ckpt_root)
     zs_risk = None
     if cfg.zeroshot:
         zs_risk = np.asarray(log.run("train zero-shot risk heads", train_risk_only, emb["tools"], risk_np,
-                                     cfg.seeds))  # [S, N]
+                                     cfg.seeds, epochs=3 * cfg.epochs))  # [S, N]
 
     # ---- graphs
     def build_graphs():
