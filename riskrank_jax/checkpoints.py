@@ -1,0 +1,214 @@
+"""Per-epoch checkpoints of a training run (orbax), resumable and refused when they do not match.
+
+Layout of a run directory (always resolved to an absolute path)::
+
+    <checkpoint_dir>/run.json        configuration, data hash, model index, status, epochs done
+    <checkpoint_dir>/state/<epoch>/  orbax checkpoint after <epoch> completed epochs: stacked params,
+                                     Adam state, best-so-far params/loss/epoch, loss curves
+
+Usage::
+
+    res = train_models(..., checkpoint_dir="/abs/ckpt/run1", run_meta={"encoder": "all-MiniLM-L6-v2"})
+    # killed? call the same line again: it resumes after the last completed epoch, bit-identically.
+    # finished? the same call returns the saved result without training.
+    res = load_trained("/abs/ckpt/run1")
+
+A directory whose run.json records another configuration or another training-data hash raises
+``CacheError`` naming the path and the differing keys; it is never mixed into a new run.
+The saved state holds unpadded numpy arrays, so a run may resume on a different number of devices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from riskrank_jax.errors import CacheError
+
+RUN_FILE = "run.json"
+STATE_DIR = "state"
+FORMAT = "riskrank-jax/train-run/1"
+
+
+def hash_arrays(*arrays) -> str:
+    """sha256 (first 16 hex digits) over the dtype, shape and bytes of each array, in order."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _jsonable(x):
+    return json.loads(json.dumps(x))
+
+
+def diff_keys(saved, wanted, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two JSON-like trees."""
+    if isinstance(saved, dict) and isinstance(wanted, dict):
+        out = []
+        for k in sorted(set(saved) | set(wanted), key=str):
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if k not in saved or k not in wanted:
+                out.append(key)
+            else:
+                out.extend(diff_keys(saved[k], wanted[k], key))
+        return out
+    return [] if saved == wanted else [prefix or "<root>"]
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class RunStore:
+    """run.json plus an orbax CheckpointManager under one directory."""
+
+    def __init__(self, directory, run_config: dict, data_hash: str):
+        self.directory = Path(directory).expanduser().resolve()
+        self.run_file = self.directory / RUN_FILE
+        self.run_config = _jsonable(run_config)
+        self.data_hash = data_hash
+        self._manager = None
+
+    # -- state of the directory -------------------------------------------------------------
+    def status(self) -> tuple[str, int]:
+        """("new" | "partial" | "completed", epochs completed). Raises CacheError on any mismatch."""
+        if not self.run_file.exists():
+            if (self.directory / STATE_DIR).exists():
+                raise CacheError(f"{self.directory}: holds a {STATE_DIR}/ checkpoint but no {RUN_FILE}; refusing to reuse it")
+            return "new", 0
+        saved = read_run(self.directory)
+        differing = diff_keys(saved.get("config"), self.run_config)
+        if saved.get("data_hash") != self.data_hash:
+            differing.append("data_hash")
+        if differing:
+            raise CacheError(
+                f"{self.run_file}: checkpoint was written for another run; differing keys: {', '.join(differing)}. "
+                "Use another checkpoint directory or delete this one."
+            )
+        latest = self.latest_step()
+        epochs = self.run_config["train_config"]["epochs"]
+        if saved.get("status") == "completed":
+            if latest != epochs:
+                raise CacheError(f"{self.run_file}: marked completed but the last saved epoch is {latest}, not {epochs}")
+            return "completed", epochs
+        return "partial", int(latest or 0)
+
+    def latest_step(self) -> int | None:
+        if not (self.directory / STATE_DIR).exists():
+            return None
+        return self.manager().latest_step()
+
+    def manager(self):
+        if self._manager is None:
+            import orbax.checkpoint as ocp
+
+            self._manager = ocp.CheckpointManager(
+                self.directory / STATE_DIR, options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True)
+            )
+        return self._manager
+
+    # -- writing ------------------------------------------------------------------------------
+    def _write_run(self, status: str, epochs_done: int) -> None:
+        _write_json(
+            self.run_file,
+            {
+                "format": FORMAT,
+                "status": status,
+                "epochs_done": int(epochs_done),
+                "config": self.run_config,
+                "data_hash": self.data_hash,
+            },
+        )
+
+    def begin(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.run_file.exists():
+            self._write_run("running", 0)
+
+    def save_epoch(self, epochs_done: int, state: dict) -> None:
+        """Save the host state after ``epochs_done`` epochs and wait until it is on disk."""
+        import orbax.checkpoint as ocp
+
+        mgr = self.manager()
+        mgr.save(int(epochs_done), args=ocp.args.StandardSave(state), force=True)
+        mgr.wait_until_finished()
+        self._write_run("running", epochs_done)
+
+    def restore(self, abstract: dict, step: int | None = None) -> dict:
+        """Restore a saved state against its abstract target (ShapeDtypeStruct leaves) as numpy."""
+        import orbax.checkpoint as ocp
+
+        mgr = self.manager()
+        step = mgr.latest_step() if step is None else step
+        if step is None:
+            raise CacheError(f"{self.directory / STATE_DIR}: no saved epoch to restore")
+        try:
+            return mgr.restore(step, args=ocp.args.StandardRestore(abstract))
+        except Exception as exc:  # shape/structure mismatch or a damaged checkpoint
+            raise CacheError(f"{self.directory / STATE_DIR / str(step)}: cannot restore the training state ({exc})") from exc
+
+    def complete(self) -> None:
+        self._write_run("completed", self.run_config["train_config"]["epochs"])
+        self.close()
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
+
+def read_run(checkpoint_dir) -> dict:
+    path = Path(checkpoint_dir).expanduser().resolve() / RUN_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CacheError(f"{path}: no such run file") from None
+    except json.JSONDecodeError as exc:
+        raise CacheError(f"{path}: not valid JSON ({exc})") from exc
+    if saved.get("format") != FORMAT:
+        raise CacheError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT!r})")
+    return saved
+
+
+def load_trained(checkpoint_dir):
+    """The TrainResult of a completed run directory (best-epoch params, curves, model index)."""
+    from riskrank_jax.train import TrainConfig, TrainResult, abstract_state
+
+    directory = Path(checkpoint_dir).expanduser().resolve()
+    saved = read_run(directory)
+    if saved.get("status") != "completed":
+        raise CacheError(
+            f"{directory / RUN_FILE}: run not completed ({saved.get('epochs_done', 0)} epochs done); "
+            "call train_models with the same arguments to resume it"
+        )
+    cfg_json = saved["config"]
+    config = TrainConfig.from_dict(cfg_json["train_config"])
+    index = cfg_json["model_index"]
+    store = RunStore(directory, cfg_json, saved["data_hash"])
+    try:
+        state = store.restore(abstract_state(len(index), cfg_json["shapes"]["dim"], config), step=config.epochs)
+    finally:
+        store.close()
+    return TrainResult(
+        params=jax.tree.map(jax.numpy.asarray, state["best_params"]),
+        model_index=index,
+        heldout_loss=np.asarray(state["heldout_loss"]),
+        train_loss=np.asarray(state["train_loss"]),
+        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
+        config=config,
+        data_hash=saved["data_hash"],
+        run_config={**cfg_json, "checkpoint_dir": str(directory)},
+    )
+
+
+__all__ = ["RunStore", "load_trained", "read_run", "hash_arrays", "diff_keys", "RUN_FILE"]

@@ -1,0 +1,622 @@
+"""Training of the dual heads: every (seed, fold[, λ]) model of a run in one jitted, vmapped program.
+
+Usage::
+
+    cfg = TrainConfig()                                   # SPEC §5 reference values
+    res = train_models(tool_emb, query_emb, gold, risk, bench.train_fold_mask, (42, 123, 777), cfg,
+                       checkpoint_dir="/abs/ckpt/ultratool-minilm", run_meta={"encoder": ..., ...})
+    p = res.model_params(m)                               # model m = s * F + f (× L + l when λ-aware)
+
+What one model does (SPEC §5):
+  * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``n_neg``
+    negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
+    encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper);
+  * ``holdout`` of the triplets (a seeded random subset) is held out;
+  * loss L = mean max(0, margin − (f_rel(q,pos) − f_rel(q,neg))) + μ · MSE(f_risk, (r − 1)/4), the MSE over
+    both the positive and the negative tool of each triplet. λ-aware variant: f_rel is replaced by
+    s = f_rel − λ·f_risk inside the margin term;
+  * Adam(lr), batches of ``batch_size`` in a fresh seeded order each epoch; after each epoch the
+    held-out loss is computed and the parameters of the epoch with the lowest one are kept.
+
+The seed fixes everything (deviation from the release, which seeded only the sampling). From
+``key(seed)``: the initialisation uses fold_in(key, 0) (shared by the folds and λs of one seed);
+negatives fold_in(fold_in(key, 1), fold); the held-out split fold_in(fold_in(key, 2), fold); the
+order of epoch e fold_in(fold_in(fold_in(key, 3), fold), e). So a model's run depends only on its
+(seed, fold, λ), never on which other models share the program.
+
+Vectorisation: models hold different numbers of triplets (folds differ), so each model's triplets
+live in one fixed-size array of Q·G·n_neg slots with a role per slot (invalid / train / held out).
+Each epoch a model sorts its own shuffled train slots to the front; the scan runs
+ceil(max_m n_train / batch) steps, the last partial batch is masked, and a step with no valid row
+leaves parameters and optimiser state untouched (``jnp.where``), so a model's result is the same as
+when it trains alone. The model axis can be sharded over all local devices (1-D mesh).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from riskrank_jax import model as rr_model
+
+NEGATIVES = ("uniform", "hard")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of a training run (defaults: SPEC §5 reference values)."""
+
+    lr: float = 1e-3
+    batch_size: int = 64
+    epochs: int = 10
+    n_neg: int = 5
+    margin: float = 0.1
+    mu: float = 0.5
+    holdout: float = 0.1
+    hidden: int = 64
+    rel_features: str = "concat"  # "concat" (paper) | "interact" (beyond the paper)
+    negatives: str = "uniform"  # "uniform" (paper) | "hard" (beyond the paper)
+    hard_pool: int = 50
+    lambda_aware: bool = False
+    lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
+
+    def __post_init__(self):
+        object.__setattr__(self, "lambdas", tuple(float(x) for x in self.lambdas))
+        if self.rel_features not in rr_model.REL_FEATURES:
+            raise ValueError(f"rel_features must be one of {rr_model.REL_FEATURES}, got {self.rel_features!r}")
+        if self.negatives not in NEGATIVES:
+            raise ValueError(f"negatives must be one of {NEGATIVES}, got {self.negatives!r}")
+        for name in ("batch_size", "epochs", "n_neg", "hidden", "hard_pool"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.holdout < 1.0:
+            raise ValueError(f"holdout must be in [0, 1), got {self.holdout}")
+        if self.lambda_aware and not self.lambdas:
+            raise ValueError("lambda_aware needs at least one lambda")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["lambdas"] = list(self.lambdas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        d["lambdas"] = tuple(d.get("lambdas", ()))
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    """Stacked best-epoch parameters of all models of a run, with their training curves.
+
+    ``params`` leaves have a leading model axis M; ``model_index[m]`` = {"seed", "fold"[, "lam"]}.
+    ``heldout_loss`` / ``train_loss`` are float32 [M, epochs]; ``best_epoch`` int32 [M] (0-based).
+    """
+
+    params: dict
+    model_index: list[dict]
+    heldout_loss: np.ndarray
+    train_loss: np.ndarray
+    best_epoch: np.ndarray
+    config: TrainConfig
+    data_hash: str = ""
+    run_config: dict = field(default_factory=dict)
+
+    @property
+    def n_models(self) -> int:
+        return len(self.model_index)
+
+    def model_params(self, m: int) -> dict:
+        return jax.tree.map(lambda x: x[m], self.params)
+
+    def find(self, seed: int, fold: int, lam: float | None = None) -> int:
+        """Index m of the model with this seed and fold (and λ for λ-aware runs)."""
+        for m, ix in enumerate(self.model_index):
+            if ix["seed"] == seed and ix["fold"] == fold and (lam is None or ix.get("lam") == lam):
+                return m
+        raise KeyError(f"no model with seed={seed}, fold={fold}, lam={lam}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Host-side preparation
+
+
+def _clean_gold(gold: np.ndarray, n_tools: int) -> np.ndarray:
+    """Gold rows with duplicates removed (order kept), still padded with -1."""
+    gold = np.asarray(gold)
+    if gold.ndim != 2:
+        raise ValueError(f"gold must be [Q, G], got shape {gold.shape}")
+    if np.any((gold >= n_tools) | (gold < -1)):
+        raise ValueError(f"gold holds tool ids outside [0, {n_tools}) (padding must be -1)")
+    out = np.full_like(gold, -1, dtype=np.int32)
+    for i, row in enumerate(gold):
+        seen = list(dict.fromkeys(int(g) for g in row if g >= 0))
+        out[i, : len(seen)] = seen
+    return out
+
+
+def _n_hold(n_valid: int, holdout: float) -> int:
+    """Held-out triplets of a model: round-half-up of holdout · n_valid."""
+    return int(math.floor(holdout * n_valid + 0.5))
+
+
+def model_index(seeds, folds, config: TrainConfig) -> list[dict]:
+    """Model order: seed-major, then fold, then λ (λ-aware runs only)."""
+    out = []
+    for s in seeds:
+        for f in folds:
+            if config.lambda_aware:
+                out.extend({"seed": int(s), "fold": int(f), "lam": float(lam)} for lam in config.lambdas)
+            else:
+                out.append({"seed": int(s), "fold": int(f)})
+    return out
+
+
+def hard_candidates(query_emb, tool_emb, gold, hard_pool: int):
+    """Each query's frozen-encoder top-``hard_pool`` tools minus its gold set, allowed ones first.
+
+    Returns (order int32 [Q, H], n_allowed int32 [Q]).
+    """
+    qn = query_emb / jnp.maximum(jnp.linalg.norm(query_emb, axis=-1, keepdims=True), 1e-12)
+    tn = tool_emb / jnp.maximum(jnp.linalg.norm(tool_emb, axis=-1, keepdims=True), 1e-12)
+    _, top = jax.lax.top_k(qn @ tn.T, hard_pool)
+    allowed = ~jnp.any(top[:, :, None] == gold[:, None, :], axis=-1)
+    order = jnp.take_along_axis(top, jnp.argsort(~allowed, axis=1, stable=True), axis=1)
+    return order.astype(jnp.int32), allowed.sum(-1).astype(jnp.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-model pieces (vmapped over the model axis)
+
+
+def _keys(seed, fold):
+    base = jax.random.key(seed)
+    return {
+        "init": jax.random.fold_in(base, 0),
+        "neg": jax.random.fold_in(jax.random.fold_in(base, 1), fold),
+        "split": jax.random.fold_in(jax.random.fold_in(base, 2), fold),
+        "order": jax.random.fold_in(jax.random.fold_in(base, 3), fold),
+    }
+
+
+def _random_first(key, flag):
+    """A permutation of range(len(flag)) with the True entries first, each group in random order.
+
+    One PRNG call (cheap to compile under vmap): sort by (not flag, 31 random bits), stable.
+    """
+    bits = jax.random.bits(key, flag.shape, jnp.uint32) >> 1
+    return jnp.argsort(bits | jnp.where(flag, jnp.uint32(0), jnp.uint32(1 << 31)), stable=True)
+
+
+def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_max: int):
+    """One model's triplet slots. Slot t = (q·G + g)·n_neg + j holds (q, gold[q, g], negative j)."""
+    gold = shared["gold"]
+    n_q, g_width = gold.shape
+    k = config.n_neg
+    n_slots = n_q * g_width * k
+    keys = _keys(seed, fold)
+    q_idx = jnp.repeat(jnp.arange(n_q, dtype=jnp.int32), g_width * k)
+    pos = jnp.repeat(gold.reshape(-1), k)
+    valid = (pos >= 0) & shared["fold_mask"][fold][q_idx]
+    # 32 random bits per slot, reduced modulo the number of allowed tools (bias <= N / 2**32).
+    # Drawn 1-D and reshaped: a 2-D draw under vmap compiles several times slower on CPU.
+    bits = jax.random.bits(keys["neg"], (n_slots,), jnp.uint32).reshape(n_q, g_width * k)
+    if config.negatives == "uniform":
+        # x ~ U{0 .. N − |gold_q| − 1}, then skip over the sorted gold ids: the x-th non-gold tool.
+        x = (bits % shared["n_allowed"][:, None].astype(jnp.uint32)).astype(jnp.int32)
+        for i in range(g_width):
+            x = x + (x >= shared["gold_sorted"][:, i : i + 1]).astype(x.dtype)
+        neg = x.reshape(-1)
+    else:
+        x = (bits % shared["n_hard"][:, None].astype(jnp.uint32)).astype(jnp.int32)
+        neg = jnp.take_along_axis(shared["hard_order"], x, axis=1).reshape(-1)
+    n_valid = valid.sum()
+    perm = _random_first(keys["split"], valid)  # valid slots first, in random order
+    rank = jnp.arange(n_slots)
+    train_flag = jnp.zeros(n_slots, bool).at[perm].set((rank >= n_hold) & (rank < n_valid))
+    hold_idx = perm[:n_hold_max] if n_hold_max <= n_slots else jnp.pad(perm, (0, n_hold_max - n_slots))
+    return {
+        "q": q_idx,
+        "pos": jnp.where(valid, pos, 0).astype(jnp.int32),
+        "neg": jnp.where(valid, neg, 0).astype(jnp.int32),
+        "train_flag": train_flag,
+        "hold_idx": hold_idx.astype(jnp.int32),
+        "hold_mask": jnp.arange(n_hold_max) < n_hold,
+        "n_train": (n_valid - n_hold).astype(jnp.int32),
+        "n_hold": jnp.asarray(n_hold, jnp.int32),
+        "n_valid": n_valid.astype(jnp.int32),
+    }
+
+
+def _loss(params, batch, mask, lam, *, config: TrainConfig):
+    """L_rel + μ·L_risk over the rows where ``mask`` is True (0 when none is)."""
+    tools = jnp.stack([batch["pos"], batch["neg"]])  # [2, B, d]: one pass over positives and negatives
+    f = rr_model.relevance(params, batch["q"][None], tools)  # [2, B]
+    r = rr_model.risk(params, tools)  # [2, B]
+    if config.lambda_aware:
+        f = f - lam * r
+    target = jnp.stack([batch["t_pos"], batch["t_neg"]])
+    w = mask.astype(jnp.float32)
+    n = jnp.maximum(w.sum(), 1.0)
+    l_rel = jnp.sum(jax.nn.relu(config.margin - (f[0] - f[1])) * w) / n
+    l_risk = jnp.sum(jnp.sum((r - target) ** 2, axis=0) * w) / (2.0 * n)
+    return l_rel + config.mu * l_risk
+
+
+def _gather(data, idx, shared):
+    return {
+        "q": shared["query_emb"][data["q"][idx]],
+        "pos": shared["tool_emb"][data["pos"][idx]],
+        "neg": shared["tool_emb"][data["neg"][idx]],
+        "t_pos": shared["target"][data["pos"][idx]],
+        "t_neg": shared["target"][data["neg"][idx]],
+    }
+
+
+def _init_state(seed, fold, *, config: TrainConfig, dim: int):
+    params = rr_model.init_params(_keys(seed, fold)["init"], dim, config.hidden, config.rel_features)
+    return {
+        "params": params,
+        "opt_state": optax.adam(config.lr).init(params),
+        "best_params": params,
+        "best_loss": jnp.asarray(jnp.inf, jnp.float32),
+        "best_epoch": jnp.asarray(-1, jnp.int32),
+    }
+
+
+def _one_epoch(state, data, seed, fold, lam, epoch, shared, *, config: TrainConfig, steps: int):
+    """One epoch of one model: shuffled masked minibatches, then the held-out loss and best-so-far."""
+    opt = optax.adam(config.lr)
+    loss_fn = functools.partial(_loss, config=config)
+    n_slots = data["train_flag"].shape[0]
+    b = config.batch_size
+    order = _random_first(jax.random.fold_in(_keys(seed, fold)["order"], epoch), data["train_flag"])
+    need = steps * b
+    order = order[:need] if need <= n_slots else jnp.pad(order, (0, need - n_slots))
+    batches = order.reshape(steps, b)
+    masks = (jnp.arange(need) < data["n_train"]).reshape(steps, b)
+
+    def step(carry, xs):
+        params, opt_state = carry
+        idx, mask = xs
+        loss, grads = jax.value_and_grad(loss_fn)(params, _gather(data, idx, shared), mask, lam)
+        updates, new_opt_state = opt.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        live = mask.any()  # an all-padding step leaves params and Adam state untouched
+        keep = lambda new, old: jax.tree.map(lambda a, c: jnp.where(live, a, c), new, old)  # noqa: E731
+        return (keep(new_params, params), keep(new_opt_state, opt_state)), (loss, live)
+
+    (params, opt_state), (losses, live) = jax.lax.scan(step, (state["params"], state["opt_state"]), (batches, masks))
+    train_loss = jnp.sum(jnp.where(live, losses, 0.0)) / jnp.maximum(live.sum(), 1)
+    has_hold = data["n_hold"] > 0
+    held = loss_fn(params, _gather(data, data["hold_idx"], shared), data["hold_mask"], lam)
+    improve = jnp.where(has_hold, held < state["best_loss"], True)  # no held-out set: keep the last epoch
+    pick = lambda new, old: jax.tree.map(lambda a, c: jnp.where(improve, a, c), new, old)  # noqa: E731
+    new_state = {
+        "params": params,
+        "opt_state": opt_state,
+        "best_params": pick(params, state["best_params"]),
+        "best_loss": jnp.where(improve, jnp.where(has_hold, held, -jnp.inf), state["best_loss"]),
+        "best_epoch": jnp.where(improve, epoch, state["best_epoch"]).astype(jnp.int32),
+    }
+    return new_state, train_loss, jnp.where(has_hold, held, jnp.nan)
+
+
+@functools.lru_cache(maxsize=32)
+def _build_program(negatives: str, n_neg: int, n_hold_max: int):
+    cfg = TrainConfig(negatives=negatives, n_neg=n_neg)
+    fn = functools.partial(_build_triplets, config=cfg, n_hold_max=n_hold_max)
+    return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, None)))
+
+
+@functools.lru_cache(maxsize=32)
+def _init_program(hidden: int, rel_features: str, dim: int):
+    cfg = TrainConfig(hidden=hidden, rel_features=rel_features)
+    return jax.jit(jax.vmap(functools.partial(_init_state, config=cfg, dim=dim)))
+
+
+@functools.lru_cache(maxsize=32)
+def _epoch_program(config: TrainConfig, steps: int):
+    fn = functools.partial(_one_epoch, config=config, steps=steps)
+    return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, 0, 0, None, None)))
+
+
+def _programs(config: TrainConfig, steps: int, n_hold_max: int, dim: int):
+    """Jitted, model-vmapped programs, cached on exactly what each depends on, so runs that differ
+    only in ``epochs``, ``lambdas`` or unrelated fields compile once."""
+    epoch_cfg = dataclasses.replace(config, epochs=1, lambdas=(0.0,), hard_pool=1)
+    return (
+        _build_program(config.negatives, config.n_neg, n_hold_max),
+        _init_program(config.hidden, config.rel_features, dim),
+        _epoch_program(epoch_cfg, steps),
+    )
+
+
+def abstract_state(n_models: int, dim: int, config: TrainConfig) -> dict:
+    """Shapes/dtypes of a run's saved state (what checkpoints.py restores against)."""
+    one = jax.eval_shape(functools.partial(_init_state, config=config, dim=dim), 0, 0)
+
+    def stack(x):
+        return jax.ShapeDtypeStruct((n_models, *x.shape), x.dtype)
+
+    e = config.epochs
+    return {
+        "params": jax.tree.map(stack, one["params"]),
+        "opt_state": _flat(jax.tree.map(stack, one["opt_state"])),
+        "best_params": jax.tree.map(stack, one["params"]),
+        "best_loss": stack(one["best_loss"]),
+        "best_epoch": stack(one["best_epoch"]),
+        "train_loss": jax.ShapeDtypeStruct((n_models, e), np.float32),
+        "heldout_loss": jax.ShapeDtypeStruct((n_models, e), np.float32),
+        "epochs_done": jax.ShapeDtypeStruct((), np.int32),
+    }
+
+
+def _flat(tree) -> dict:
+    """Optimiser state as {"0000": leaf, ...} (checkpoint-friendly, no namedtuples)."""
+    return {f"{i:04d}": x for i, x in enumerate(jax.tree.leaves(tree))}
+
+
+def _unflat(flat: dict, like):
+    return jax.tree.unflatten(jax.tree.structure(like), [flat[k] for k in sorted(flat)])
+
+
+# ----------------------------------------------------------------------------------------------
+# Entry point
+
+
+def train_models(
+    tool_emb,
+    query_emb,
+    gold,
+    risk,
+    fold_mask,
+    seeds: tuple[int, ...],
+    config: TrainConfig = TrainConfig(),
+    *,
+    folds: tuple[int, ...] | None = None,
+    checkpoint_dir=None,
+    run_meta: dict | None = None,
+    progress: bool = True,
+    on_epoch_end=None,
+) -> TrainResult:
+    """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
+
+    Args:
+      tool_emb: float32 [N, d] frozen tool embeddings.
+      query_emb: float32 [Q, d] frozen training-query embeddings.
+      gold: int32 [Q, G] gold tool ids, padded with -1.
+      risk: int32 [N] risk levels 1..5 (target (r − 1)/4).
+      fold_mask: bool [F, Q]; fold f's models train on the queries where it is True.
+      seeds: seeds of the run (model order seed-major, then fold, then λ).
+      config: hyper-parameters.
+      folds: which rows of ``fold_mask`` to train (default: all). A fold keeps its index, so
+        ``folds=(2,)`` trains exactly the fold-2 model of a full run.
+      checkpoint_dir: absolute or relative directory; the state is saved there after every epoch, a
+        matching unfinished run resumes, a matching finished run is returned without training, and a
+        mismatching one raises ``CacheError`` (see ``checkpoints``).
+      run_meta: JSON-able facts recorded in run.json and compared on resume (encoder id, benchmark,
+        protocol, ...).
+      progress: show a tqdm bar over epochs (mean losses over models).
+      on_epoch_end: optional callback(epochs_done, train_loss [M], heldout_loss [M]) called after the
+        epoch's checkpoint is written.
+
+    Returns:
+      TrainResult with the best-epoch parameters stacked over models.
+    """
+    from riskrank_jax import checkpoints as ckpt
+
+    tool_emb = np.asarray(tool_emb, np.float32)
+    query_emb = np.asarray(query_emb, np.float32)
+    risk = np.asarray(risk, np.int32)
+    fold_mask = np.asarray(fold_mask, bool)
+    gold_in = np.asarray(gold, np.int32)
+    n_tools, dim = tool_emb.shape
+    n_q = query_emb.shape[0]
+    if query_emb.shape[1] != dim:
+        raise ValueError(f"query_emb has width {query_emb.shape[1]}, tool_emb {dim}")
+    if gold_in.shape[0] != n_q or fold_mask.ndim != 2 or fold_mask.shape[1] != n_q or risk.shape != (n_tools,):
+        raise ValueError(
+            f"shapes disagree: query_emb {query_emb.shape}, gold {gold_in.shape}, fold_mask {fold_mask.shape}, "
+            f"risk {risk.shape}, tool_emb {tool_emb.shape}"
+        )
+    if np.any((risk < 1) | (risk > 5)):
+        raise ValueError("risk levels must lie in 1..5")
+    seeds = tuple(int(s) for s in seeds)
+    folds = tuple(range(fold_mask.shape[0])) if folds is None else tuple(int(f) for f in folds)
+    if not seeds or not folds or any(not 0 <= f < fold_mask.shape[0] for f in folds):
+        raise ValueError(f"need at least one seed and valid folds, got seeds={seeds}, folds={folds}")
+
+    index = model_index(seeds, folds, config)
+    n_models = len(index)
+    data_hash = ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
+    run_config = {
+        "train_config": config.to_dict(),
+        "seeds": list(seeds),
+        "folds": list(folds),
+        "model_index": index,
+        "shapes": {"n_tools": n_tools, "dim": dim, "n_train_queries": n_q, "n_folds": int(fold_mask.shape[0])},
+        "meta": dict(run_meta or {}),
+    }
+    store = None
+    start_epoch = 0
+    if checkpoint_dir is not None:
+        store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
+        status, done = store.status()
+        if status == "completed":
+            return ckpt.load_trained(store.directory)
+        start_epoch = done
+
+    gold_c = _clean_gold(gold_in, n_tools)
+    n_gold = (gold_c >= 0).sum(-1)
+    shared = {
+        "gold": gold_c,
+        "gold_sorted": np.sort(np.where(gold_c >= 0, gold_c, n_tools), axis=1).astype(np.int32),
+        "n_allowed": (n_tools - n_gold).astype(np.int32),
+        "fold_mask": fold_mask,
+    }
+    if np.any(shared["n_allowed"] < 1):
+        raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
+    if config.negatives == "hard":
+        if config.hard_pool > n_tools:
+            raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
+        n_hard = np.asarray(n_hard)
+        if np.any((n_hard < 1) & (n_gold > 0)):
+            raise ValueError(f"hard_pool={config.hard_pool} is filled by gold tools for some query; raise it")
+        shared["hard_order"], shared["n_hard"] = np.asarray(order), np.maximum(n_hard, 1).astype(np.int32)
+    emb = {
+        "tool_emb": tool_emb,
+        "query_emb": query_emb,
+        "target": ((risk.astype(np.float32) - 1.0) / 4.0).astype(np.float32),
+    }
+
+    # Per-model counts on the host (fix the static shapes: steps per epoch, held-out width).
+    n_valid = np.array([config.n_neg * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
+    n_hold = np.array([_n_hold(int(v), config.holdout) for v in n_valid], np.int32)
+    n_train = n_valid - n_hold
+    if np.any(n_train < 1):
+        raise ValueError("some model has no training triplets (empty fold or no gold tools)")
+    steps = int(math.ceil(n_train.max() / config.batch_size))
+    n_hold_max = max(1, int(n_hold.max()))
+
+    # Model axis: padded to a multiple of the device count and sharded over a 1-D mesh.
+    devices = jax.devices()
+    n_dev = len(devices)
+    n_pad = -(-n_models // n_dev) * n_dev
+    pad_ix = np.concatenate([np.arange(n_models), np.zeros(n_pad - n_models, np.int64)])
+    if n_dev > 1:
+        mesh = jax.sharding.Mesh(np.array(devices), ("m",))
+        per_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("m"))
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+        def put_m(tree):
+            return jax.device_put(tree, per_model)
+
+        def put_r(tree):
+            return jax.device_put(tree, replicated)
+    else:
+        put_m = put_r = jax.device_put
+
+    m_seed = put_m(np.array([index[i]["seed"] for i in pad_ix], np.int32))
+    m_fold = put_m(np.array([index[i]["fold"] for i in pad_ix], np.int32))
+    m_lam = put_m(np.array([index[i].get("lam", 0.0) for i in pad_ix], np.float32))
+    shared = put_r(shared)
+    emb = put_r({**emb})
+
+    build, init, epoch_fn = _programs(config, steps, n_hold_max, dim)
+    data = build(m_seed, m_fold, put_m(n_hold[pad_ix]), shared)
+    got_valid = np.asarray(data["n_valid"])[:n_models]
+    assert np.array_equal(got_valid, n_valid), (got_valid, n_valid)
+    data = {k: v for k, v in data.items() if k != "n_valid"}
+
+    template = init(m_seed, m_fold)
+    train_hist = np.full((n_models, config.epochs), np.nan, np.float32)
+    held_hist = np.full((n_models, config.epochs), np.nan, np.float32)
+    if start_epoch > 0:
+        saved = store.restore(abstract_state(n_models, dim, config))
+        state = {
+            "params": saved["params"],
+            "opt_state": _unflat(saved["opt_state"], template["opt_state"]),
+            "best_params": saved["best_params"],
+            "best_loss": saved["best_loss"],
+            "best_epoch": saved["best_epoch"],
+        }
+        state = put_m(jax.tree.map(lambda x: np.asarray(x)[pad_ix], state))
+        train_hist, held_hist = np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
+    else:
+        state = template
+    if store is not None:
+        store.begin()
+
+    bar = range(start_epoch, config.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(bar, desc=f"train {n_models} models", initial=start_epoch, total=config.epochs, unit="epoch")
+    for e in bar:
+        state, tl, hl = epoch_fn(state, data, m_seed, m_fold, m_lam, jnp.asarray(e, jnp.int32), emb)
+        train_hist[:, e] = np.asarray(tl)[:n_models]
+        held_hist[:, e] = np.asarray(hl)[:n_models]
+        if progress:
+            bar.set_postfix(train=f"{np.mean(train_hist[:, e]):.4f}", heldout=f"{np.nanmean(held_hist[:, e]):.4f}")
+        if store is not None:
+            store.save_epoch(e + 1, _host_state(state, n_models, train_hist, held_hist, e + 1))
+        if on_epoch_end is not None:
+            on_epoch_end(e + 1, train_hist[:, e].copy(), held_hist[:, e].copy())
+
+    result = TrainResult(
+        params=jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:n_models]), state["best_params"]),
+        model_index=index,
+        heldout_loss=held_hist,
+        train_loss=train_hist,
+        best_epoch=np.asarray(state["best_epoch"])[:n_models].astype(np.int32),
+        config=config,
+        data_hash=data_hash,
+        run_config=run_config,
+    )
+    if store is not None:
+        store.complete()
+        result.run_config = {**run_config, "checkpoint_dir": str(store.directory)}
+    return result
+
+
+def _host_state(state, n_models, train_hist, held_hist, epochs_done) -> dict:
+    """The device state, unpadded, as numpy (device-count independent checkpoints)."""
+    host = jax.tree.map(lambda x: np.asarray(x)[:n_models], state)
+    return {
+        "params": host["params"],
+        "opt_state": _flat(host["opt_state"]),
+        "best_params": host["best_params"],
+        "best_loss": host["best_loss"],
+        "best_epoch": host["best_epoch"],
+        "train_loss": train_hist.copy(),
+        "heldout_loss": held_hist.copy(),
+        "epochs_done": np.asarray(epochs_done, np.int32),
+    }
+
+
+def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: TrainConfig = TrainConfig(), *,
+                   query_emb=None, tool_emb=None) -> dict:
+    """One model's triplets as numpy (for inspection and tests): the same code the training runs.
+
+    Returns {"q", "pos", "neg"} for the training triplets and {"hold_q", "hold_pos", "hold_neg"} for
+    the held-out ones (int32 arrays in slot order / held-out order). ``query_emb``/``tool_emb`` are
+    needed for ``negatives="hard"``.
+    """
+    fold_mask = np.asarray(fold_mask, bool)
+    gold_c = _clean_gold(np.asarray(gold, np.int32), n_tools)
+    n_gold = (gold_c >= 0).sum(-1)
+    shared = {
+        "gold": gold_c,
+        "gold_sorted": np.sort(np.where(gold_c >= 0, gold_c, n_tools), axis=1).astype(np.int32),
+        "n_allowed": (n_tools - n_gold).astype(np.int32),
+        "fold_mask": fold_mask,
+    }
+    if config.negatives == "hard":
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
+        shared["hard_order"], shared["n_hard"] = order, jnp.maximum(n_hard, 1)
+    n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
+    n_hold = _n_hold(n_valid, config.holdout)
+    program = _build_program(config.negatives, config.n_neg, max(1, n_hold))
+    one = lambda v: np.asarray([v], np.int32)  # noqa: E731  (a model axis of 1: the training program)
+    d = program(one(seed), one(fold), one(n_hold), shared)
+    d = jax.tree.map(lambda x: np.asarray(x)[0], d)
+    tr = d["train_flag"]
+    hi = d["hold_idx"][d["hold_mask"]]
+    return {
+        "q": d["q"][tr], "pos": d["pos"][tr], "neg": d["neg"][tr],
+        "hold_q": d["q"][hi], "hold_pos": d["pos"][hi], "hold_neg": d["neg"][hi],
+    }
+
+
+__all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
+           "abstract_state"]
