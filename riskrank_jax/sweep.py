@@ -126,7 +126,8 @@ def train_risk_only(t_emb, risk, seeds, *, epochs: int = 30, batch_size: int = 6
     t_emb = jnp.asarray(t_emb)
     target = (jnp.asarray(risk, jnp.float32) - 1.0) / 4.0
     n, d = t_emb.shape
-    steps = max(1, n // batch_size)
+    batch_size = min(batch_size, n)
+    steps = n // batch_size
     opt = optax.adam(lr)
 
     def one(seed, t_emb, target):
@@ -271,7 +272,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     if cfg.core_plus:
         runs["core_plus"] = log.run(
             "train core_plus (interact head + hard negatives)", train_variant, bench, emb, cfg,
-            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="hard"), "core_plus", encoder.model_id, ckpt_root)
+            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="hard",
+                        hard_pool=min(50, bench.tools.size // 2)), "core_plus", encoder.model_id, ckpt_root)
     zs_risk = None
     if cfg.zeroshot:
         zs_risk = np.asarray(log.run("train zero-shot risk heads", train_risk_only, emb["tools"], risk_np,
@@ -346,7 +348,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
         del r_core, r_graph, r_graph_rule, grid_g
 
         # top-100 candidate mode (candidates from dense)
-        cand = retrievers.top_candidates(dense_scores, c=cfg.n_candidates)  # [Q, C]
+        cand = retrievers.top_candidates(dense_scores, c=min(cfg.n_candidates, tools.size))  # [Q, C]
         s_core = grid[li]  # [S, Q, N]
         cand_s = jnp.take_along_axis(s_core, jnp.broadcast_to(cand, s_core.shape[:-1] + cand.shape[-1:]), axis=-1)
         cand_sg = P.smooth_candidates_per_fold(cand_s, np.asarray(cand), fold_graphs, fold, alpha)
@@ -436,7 +438,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 
         q0 = next(iter(bench.tests.values()))
         results["smoothing_throughput"] = log.run(
-            "smoothing throughput benchmark", smoothing_throughput, fold_graphs[0], n_queries=q0.size)
+            "smoothing throughput benchmark", smoothing_throughput, fold_graphs[0], n_queries=q0.size,
+            n_candidates=min(cfg.n_candidates, tools.size))
 
     results["device"] = f"{jax.devices()[0].platform} x{jax.device_count()}"
     results["timings"] = log.timings

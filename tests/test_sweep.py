@@ -1,0 +1,140 @@
+"""End to end: the sweep on a tiny synthetic registry with a deterministic bag-of-words encoder."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+
+from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry
+from riskrank_jax.retrievers import dense_scores, rank_full
+from riskrank_jax.sweep import SweepConfig, run_benchmark, select_stress_queries
+
+
+class BagOfWordsEncoder:
+    """Hashed bag of words, L2-normalised: texts sharing words are similar. Same interface as Encoder."""
+
+    model_id = "test-bow-64"
+    dim = 64
+
+    def encode(self, texts, *, batch_size=64, progress=None):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
+        out += 1e-3
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+VERBS = [("read", 1), ("list", 1), ("update", 2), ("write", 3), ("delete", 4), ("execute", 5)]
+OBJECTS = ["file", "email", "calendar", "invoice", "user", "script"]
+
+
+def tiny_benchmark() -> Benchmark:
+    names, descs, risk = [], [], []
+    for obj in OBJECTS:
+        for verb, r in VERBS:
+            names.append(f"{verb}_{obj}")
+            descs.append(f"{verb} the {obj} record" + (" with a shell command" if verb == "execute" else ""))
+            risk.append(r)
+    tools = ToolRegistry.build(names, descs, risk, source="tiny")
+    idx = tools.index_of()
+    rng = np.random.default_rng(0)
+
+    def queries(n, prefix):
+        ids, texts, gold = [], [], []
+        for i in range(n):
+            obj = OBJECTS[rng.integers(len(OBJECTS))]
+            verbs = rng.choice(len(VERBS), size=1 + rng.integers(2), replace=False)
+            texts.append(" and ".join(f"please {VERBS[v][0]} my {obj}" for v in verbs))
+            gold.append([idx[f"{VERBS[v][0]}_{obj}"] for v in verbs])
+            ids.append(f"{prefix}-{i}")
+        return QuerySet.build(ids, texts, gold)
+
+    train, test = queries(60, "train"), queries(30, "test")
+    return Benchmark("tiny", "tiny (unit test)", tools, train, {"test": test}, np.ones((1, train.size), bool),
+                     {"test": np.zeros(test.size, np.int32)}, {})
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    cfg = SweepConfig(benchmark="tiny", seeds=(1, 2), lambdas=(0.0, 0.1), epochs=2, stress_n=5)
+    kw = dict(out_root=root / "out", cache_dir=root / "cache", ckpt_root=root / "ckpt",
+              bench=tiny_benchmark(), encoder=BagOfWordsEncoder())
+    res = run_benchmark(cfg, **kw)
+    return cfg, kw, res, root
+
+
+def test_results_shape_and_ranges(sweep_run):
+    _, _, res, root = sweep_run
+    saved = json.loads((root / "out" / "tiny" / "results.json").read_text())
+    for key in ("benchmark", "protocol", "encoder", "seeds", "main", "lambda_sweep", "edge_ablation", "context",
+                "stress", "timings"):
+        assert key in saved
+    main = saved["main"]["test"]
+    expected_rows = {"bm25", "dense", "rule_only", "rel_only", "core", "core_graph", "core_graph_rule",
+                     "cand100_core", "cand100_core_graph", "cand100_core_graph_rule", "core_lambda_aware",
+                     "core_plus", "core_plus_graph", "core_plus_graph_rule", "zeroshot_core",
+                     "zeroshot_core_graph", "zeroshot_core_graph_rule"}
+    assert set(main) == expected_rows
+    for variant, cells in main.items():
+        assert set(cells) == {"ndcg@5", "ndcg@10", "sndcg@5", "mrr", "recall@10", "success@5", "rvr@5", "srr@5"}
+        for cell in cells.values():
+            assert 0.0 <= cell["mean"] <= 1.0 and cell["std"] >= 0.0
+    for v in ("bm25", "dense", "rule_only"):  # no seeds: std 0
+        assert all(c["std"] == 0.0 for c in main[v].values())
+    assert set(saved["lambda_sweep"]["test"]["core"]) == {"0.0", "0.1"}
+    assert set(saved["edge_ablation"]["test"]) == {"no_graph", "cooccur", "semantic", "permission",
+                                                   "risk_cooccur", "all_four"}
+    assert [r["path"] for r in saved["smoothing_throughput"]["rows"]][:3] == [
+        "jraph_segment_sum", "scipy_sparse", "dense_matmul"]
+
+
+def test_consistency_between_rows(sweep_run):
+    _, _, res, _ = sweep_run
+    main = res["main"]["test"]
+    sweep = res["lambda_sweep"]["test"]
+    # the λ sweep and the main rows come from the same scores
+    assert sweep["core"]["0.1"]["ndcg@5"] == main["core"]["ndcg@5"]
+    assert sweep["core"]["0.0"]["rvr@5"] == main["rel_only"]["rvr@5"]
+    assert res["edge_ablation"]["test"]["no_graph"] == main["core"]
+    for m, cell in res["edge_ablation"]["test"]["all_four"].items():
+        np.testing.assert_allclose(cell["mean"], main["core_graph"][m]["mean"], atol=1e-6)
+    # λ-aware training at λ = 0 is the plain training objective with the same seeds and data
+    np.testing.assert_allclose(sweep["core_lambda_aware"]["0.0"]["ndcg@5"]["mean"],
+                               sweep["core"]["0.0"]["ndcg@5"]["mean"], atol=1e-6)
+    # the rule filter caps risky tools: at most one r >= 3 tool in the top 5 unless deferred tools fill
+    assert main["rule_only"]["rvr@5"]["mean"] <= main["dense"]["rvr@5"]["mean"] + 1e-9
+    # a risk penalty cannot expose more risky tools on average than no penalty on this registry
+    assert sweep["core"]["0.1"]["rvr@5"]["mean"] <= sweep["core"]["0.0"]["rvr@5"]["mean"] + 1e-9
+
+
+def test_stress_selection_rule(sweep_run):
+    _, _, res, _ = sweep_run
+    bench, enc = tiny_benchmark(), BagOfWordsEncoder()
+    qs = bench.tests["test"]
+    ranking = np.asarray(rank_full(dense_scores(enc.encode(list(qs.texts)), enc.encode(list(bench.tools.descriptions)))))
+    idx, rule = select_stress_queries(ranking, qs.gold, bench.tools.risk, 5)
+    risk = bench.tools.risk
+    for i in idx:
+        assert all(risk[g] <= 2 for g in qs.gold[i] if g >= 0)
+        assert (risk[ranking[i, :10]] >= 3).sum() >= 2
+    assert res["stress"]["test"]["query_ids"] == [qs.ids[i] for i in idx]
+    assert res["stress"]["test"]["n"] == len(idx) <= 5
+
+
+def test_outputs_written_and_rerun_skips(sweep_run, capsys):
+    cfg, kw, res, root = sweep_run
+    out = root / "out" / "tiny"
+    tables = (out / "tables.md").read_text()
+    assert "tiny (unit test)" in tables and "paper NDCG@5" in tables and "Table 7" in tables
+    for png in ("lambda_sweep.png", "tradeoff.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    mtime = (out / "results.json").stat().st_mtime_ns
+    again = run_benchmark(cfg, **kw)
+    assert "up to date" in capsys.readouterr().err
+    assert (out / "results.json").stat().st_mtime_ns == mtime
+    assert again["main"] == json.loads((out / "results.json").read_text())["main"]
