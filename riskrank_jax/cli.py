@@ -154,8 +154,9 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
               help="λ grid of --lambda-aware.")
 @click.option("--rel-features", type=click.Choice(["concat", "interact"]), default="concat", show_default=True,
               help="'interact' (beyond the paper) adds E(q)*E(t), |E(q)-E(t)| and the cosine to the input.")
-@click.option("--negatives", type=click.Choice(["uniform", "hard"]), default="uniform", show_default=True,
-              help="'hard' (beyond the paper) draws negatives from the frozen encoder's top-50.")
+@click.option("--negatives", type=click.Choice(["uniform", "hard", "mixed"]), default="uniform", show_default=True,
+              help="Beyond the paper: 'hard' draws every negative from the frozen encoder's top-50; 'mixed' draws "
+                   "2 of the 5 there and 3 uniformly.")
 @click.option("--epochs", type=int, default=10, show_default=True)
 def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda_aware, lambdas, rel_features,
           negatives, epochs):

@@ -41,7 +41,7 @@ MAIN_ROWS = ["bm25", "dense", "rule_only", "rel_only", "core", "core_graph", "co
              "zeroshot_core", "zeroshot_core_graph", "zeroshot_core_graph_rule"]
 ROW_NOTES = {
     "core_lambda_aware": "λ-aware training (new experiment, SPEC §5)",
-    "core_plus": "beyond the paper: interaction head + hard negatives",
+    "core_plus": "beyond the paper: interaction head + 2 hard / 3 uniform negatives",
     "core_plus_graph": "beyond the paper",
     "core_plus_graph_rule": "beyond the paper",
     "zeroshot_core": "beyond the paper: no training queries, cos − λ·f_risk",

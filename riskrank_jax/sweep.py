@@ -271,8 +271,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
             TrainConfig(epochs=cfg.epochs, lambda_aware=True, lambdas=tuple(cfg.lambdas)), "lambda_aware", encoder.model_id, ckpt_root)
     if cfg.core_plus:
         runs["core_plus"] = log.run(
-            "train core_plus (interact head + hard negatives)", train_variant, bench, emb, cfg,
-            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="hard",
+            "train core_plus (interact head + mixed hard/uniform negatives)", train_variant, bench, emb, cfg,
+            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="mixed",
                         hard_pool=min(50, bench.tools.size // 2)), "core_plus", encoder.model_id, ckpt_root)
     zs_risk = None
     if cfg.zeroshot:

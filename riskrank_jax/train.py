@@ -10,7 +10,8 @@ Usage::
 What one model does (SPEC §5):
   * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``n_neg``
     negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
-    encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper);
+    encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper), or
+    ``hard_per_positive`` hard and the rest uniform ("mixed", beyond the paper);
   * ``holdout`` of the triplets (a seeded random subset) is held out;
   * loss L = mean max(0, margin − (f_rel(q,pos) − f_rel(q,neg))) + μ · MSE(f_risk, (r − 1)/4), the MSE over
     both the positive and the negative tool of each triplet. λ-aware variant: f_rel is replaced by
@@ -46,7 +47,7 @@ import optax
 
 from riskrank_jax import model as rr_model
 
-NEGATIVES = ("uniform", "hard")
+NEGATIVES = ("uniform", "hard", "mixed")
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class TrainConfig:
     holdout: float = 0.1
     hidden: int = 64
     rel_features: str = "concat"  # "concat" (paper) | "interact" (beyond the paper)
-    negatives: str = "uniform"  # "uniform" (paper) | "hard" (beyond the paper)
+    negatives: str = "uniform"  # "uniform" (paper) | "hard" | "mixed" (beyond the paper)
+    hard_per_positive: int = 2  # "mixed": this many of the n_neg negatives are hard, the rest uniform
     hard_pool: int = 50
     lambda_aware: bool = False
     lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
@@ -73,6 +75,8 @@ class TrainConfig:
             raise ValueError(f"rel_features must be one of {rr_model.REL_FEATURES}, got {self.rel_features!r}")
         if self.negatives not in NEGATIVES:
             raise ValueError(f"negatives must be one of {NEGATIVES}, got {self.negatives!r}")
+        if not 0 <= self.hard_per_positive <= self.n_neg:
+            raise ValueError(f"hard_per_positive must be in 0..n_neg, got {self.hard_per_positive}")
         for name in ("batch_size", "epochs", "n_neg", "hidden", "hard_pool"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -209,15 +213,19 @@ def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_m
     # 32 random bits per slot, reduced modulo the number of allowed tools (bias <= N / 2**32).
     # Drawn 1-D and reshaped: a 2-D draw under vmap compiles several times slower on CPU.
     bits = jax.random.bits(keys["neg"], (n_slots,), jnp.uint32).reshape(n_q, g_width * k)
-    if config.negatives == "uniform":
+    if config.negatives in ("uniform", "mixed"):
         # x ~ U{0 .. N − |gold_q| − 1}, then skip over the sorted gold ids: the x-th non-gold tool.
         x = (bits % shared["n_allowed"][:, None].astype(jnp.uint32)).astype(jnp.int32)
         for i in range(g_width):
             x = x + (x >= shared["gold_sorted"][:, i : i + 1]).astype(x.dtype)
         neg = x.reshape(-1)
-    else:
+    if config.negatives in ("hard", "mixed"):
         x = (bits % shared["n_hard"][:, None].astype(jnp.uint32)).astype(jnp.int32)
-        neg = jnp.take_along_axis(shared["hard_order"], x, axis=1).reshape(-1)
+        hard = jnp.take_along_axis(shared["hard_order"], x, axis=1).reshape(-1)
+        if config.negatives == "hard":
+            neg = hard
+        else:  # negative j of each positive is hard for j < hard_per_positive, uniform otherwise
+            neg = jnp.where(jnp.arange(n_slots) % k < config.hard_per_positive, hard, neg)
     n_valid = valid.sum()
     perm = _random_first(keys["split"], valid)  # valid slots first, in random order
     rank = jnp.arange(n_slots)
@@ -311,8 +319,8 @@ def _one_epoch(state, data, seed, fold, lam, epoch, shared, *, config: TrainConf
 
 
 @functools.lru_cache(maxsize=32)
-def _build_program(negatives: str, n_neg: int, n_hold_max: int):
-    cfg = TrainConfig(negatives=negatives, n_neg=n_neg)
+def _build_program(negatives: str, n_neg: int, n_hold_max: int, hard_per_positive: int):
+    cfg = TrainConfig(negatives=negatives, n_neg=n_neg, hard_per_positive=hard_per_positive)
     fn = functools.partial(_build_triplets, config=cfg, n_hold_max=n_hold_max)
     return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, None)))
 
@@ -334,7 +342,7 @@ def _programs(config: TrainConfig, steps: int, n_hold_max: int, dim: int):
     only in ``epochs``, ``lambdas`` or unrelated fields compile once."""
     epoch_cfg = dataclasses.replace(config, epochs=1, lambdas=(0.0,), hard_pool=1)
     return (
-        _build_program(config.negatives, config.n_neg, n_hold_max),
+        _build_program(config.negatives, config.n_neg, n_hold_max, config.hard_per_positive),
         _init_program(config.hidden, config.rel_features, dim),
         _epoch_program(epoch_cfg, steps),
     )
@@ -465,7 +473,7 @@ def train_models(
     }
     if np.any(shared["n_allowed"] < 1):
         raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
-    if config.negatives == "hard":
+    if config.negatives in ("hard", "mixed"):
         if config.hard_pool > n_tools:
             raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
@@ -601,12 +609,12 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
         "n_allowed": (n_tools - n_gold).astype(np.int32),
         "fold_mask": fold_mask,
     }
-    if config.negatives == "hard":
+    if config.negatives in ("hard", "mixed"):
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
         shared["hard_order"], shared["n_hard"] = order, jnp.maximum(n_hard, 1)
     n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
     n_hold = _n_hold(n_valid, config.holdout)
-    program = _build_program(config.negatives, config.n_neg, max(1, n_hold))
+    program = _build_program(config.negatives, config.n_neg, max(1, n_hold), config.hard_per_positive)
     one = lambda v: np.asarray([v], np.int32)  # noqa: E731  (a model axis of 1: the training program)
     d = program(one(seed), one(fold), one(n_hold), shared)
     d = jax.tree.map(lambda x: np.asarray(x)[0], d)

@@ -203,3 +203,24 @@ def test_sharded_over_four_host_devices_matches_one_device():
     np.testing.assert_allclose(np.array(sharded["W1"]), np.asarray(one.params["rel"]["W1"]), atol=1e-6, rtol=0)
     np.testing.assert_allclose(np.array(sharded["V2"]), np.asarray(one.params["risk"]["V2"]), atol=1e-6, rtol=0)
     np.testing.assert_allclose(np.array(sharded["held"]), one.heldout_loss, atol=1e-6, rtol=0)
+
+
+def test_mixed_negatives_two_hard_three_uniform():
+    tools, queries, gold, _, fold_mask = DATA
+    cfg = TrainConfig(negatives="mixed", hard_pool=10, hard_per_positive=2)
+    tr = build_triplets(gold, fold_mask, 42, 1, N_TOOLS, cfg, query_emb=queries, tool_emb=tools)
+    gsets = _gold_sets(gold)
+    q = np.concatenate([tr["q"], tr["hold_q"]])
+    pos = np.concatenate([tr["pos"], tr["hold_pos"]])
+    neg = np.concatenate([tr["neg"], tr["hold_neg"]])
+    assert not any(n in gsets[i] for i, n in zip(q, neg))
+    top = np.argsort(-(queries @ tools.T), axis=1)[:, :10]
+    in_top = np.array([n in top[i] for i, n in zip(q, neg)])
+    # every (query, positive) has at least its 2 hard negatives inside the encoder's top-10 ...
+    keys = q * N_TOOLS + pos
+    for key in np.unique(keys):
+        assert in_top[keys == key].sum() >= 2
+    # ... and the 3 uniform ones spread over the pool: far fewer than all negatives are hard
+    assert in_top.mean() < 0.8
+    with pytest.raises(ValueError, match="hard_per_positive"):
+        TrainConfig(negatives="mixed", hard_per_positive=6)
