@@ -177,6 +177,21 @@ def select_stress_queries(dense_ranking, gold, risk, n: int):
     return chosen, rule
 
 
+def variant_train_configs(cfg: SweepConfig, n_tools: int) -> dict:
+    """{run name: (progress label, TrainConfig)} of every trained variant of a sweep."""
+    from riskrank_jax.train import TrainConfig
+
+    out = {"core": ("core (seeds x folds)", TrainConfig(epochs=cfg.epochs))}
+    if cfg.lambda_aware:
+        out["lambda_aware"] = ("lambda-aware (seeds x folds x lambdas)",
+                               TrainConfig(epochs=cfg.epochs, lambda_aware=True, lambdas=tuple(cfg.lambdas)))
+    if cfg.core_plus:
+        out["core_plus"] = ("core_plus (interact head + 2 hard / 3 uniform negatives)",
+                            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="mixed",
+                                        hard_pool=min(50, n_tools // 2)))
+    return out
+
+
 class Evaluator:
     """Per-query metrics of rankings [..., Q, L] for one split, reduced to means over queries."""
 
@@ -230,7 +245,6 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.embed_cache import EmbeddingCache
     from riskrank_jax.encoder import load_encoder
-    from riskrank_jax.train import TrainConfig
 
     log = StageLog(cfg.benchmark)
     out_dir = out_root / cfg.benchmark
@@ -241,7 +255,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     cache = EmbeddingCache(cache_dir)
     emb = log.run("embed (cached)", embed_all, bench, encoder, cache)
 
-    run_key = _hash([dataclasses.asdict(cfg), bench.fingerprint(), encoder.model_id, RESULTS_VERSION])
+    run_key = _hash([dataclasses.asdict(cfg), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
+                     {k: c.to_dict() for k, (_, c) in variant_train_configs(cfg, bench.tools.size).items()}])
     results_path = out_dir / "results.json"
     if not force and results_path.is_file():
         try:
@@ -262,18 +277,12 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     lam = cfg.main_lambda
 
     # ---- training (one vmapped program per variant; checkpoints reused)
-    core = log.run("train core (seeds x folds)", train_variant, bench, emb, cfg, TrainConfig(epochs=cfg.epochs), "core",
-                   encoder.model_id, ckpt_root)
-    runs = {"core": core}
-    if cfg.lambda_aware:
-        runs["lambda_aware"] = log.run(
-            "train lambda-aware (seeds x folds x lambdas)", train_variant, bench, emb, cfg,
-            TrainConfig(epochs=cfg.epochs, lambda_aware=True, lambdas=tuple(cfg.lambdas)), "lambda_aware", encoder.model_id, ckpt_root)
-    if cfg.core_plus:
-        runs["core_plus"] = log.run(
-            "train core_plus (interact head + mixed hard/uniform negatives)", train_variant, bench, emb, cfg,
-            TrainConfig(epochs=cfg.epochs, rel_features="interact", negatives="mixed",
-                        hard_pool=min(50, bench.tools.size // 2)), "core_plus", encoder.model_id, ckpt_root)
+    variants = variant_train_configs(cfg, bench.tools.size)
+    runs = {}
+    for name, (label, train_cfg) in variants.items():
+        runs[name] = log.run(f"train {label}", train_variant, bench, emb, cfg, train_cfg, name, encoder.model_id,
+                             ckpt_root)
+    core = runs["core"]
     zs_risk = None
     if cfg.zeroshot:
         zs_risk = np.asarray(log.run("train zero-shot risk heads", train_risk_only, emb["tools"], risk_np,
@@ -452,7 +461,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     return results
 
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 
 
 def _training_summary(res) -> dict:
