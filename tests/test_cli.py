@@ -1,0 +1,69 @@
+"""The `riskrank-jax` commands on the embedded demo benchmark (real default encoder, temporary caches)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from riskrank_jax.cli import expand_multi_value_options
+
+
+def run_cli(*args, env_cache):
+    r = subprocess.run([sys.executable, "-m", "riskrank_jax", *args], capture_output=True, text=True,
+                       env={**__import__("os").environ, "RISKRANK_CACHE": str(env_cache)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_embed_then_cached(cache):
+    first = run_cli("embed", "--benchmark", "demo", env_cache=cache)
+    assert "tools 263, train 225, test 149; 637 unique" in first
+    assert "encoded 637 new texts, 0 from cache" in first
+    second = run_cli("embed", "--benchmark", "demo", env_cache=cache)
+    assert "encoded 0 new texts, 637 from cache" in second
+
+
+def test_graph_stats_json(cache):
+    out = json.loads(run_cli("graph", "stats", "--benchmark", "demo", "--json", env_cache=cache))
+    g = out["graphs"]
+    assert g["nodes"] == 263 and g["high_permission_tools"] == 22
+    assert g["edges_total"] >= max(g["edges_cooccur"], g["edges_semantic"], g["edges_permission"]) > 0
+
+
+def test_train_twice_reuses_checkpoint(cache, tmp_path):
+    args = ("train", "--benchmark", "demo", "--seeds", "42", "7", "--epochs", "2", "--checkpoint-dir", str(tmp_path))
+    first = run_cli(*args, env_cache=cache)
+    assert "2 models (2 seeds x 1 folds)" in first and "best epoch" in first
+    second = run_cli(*args, env_cache=cache)
+    losses = lambda s: [line.split("held-out loss")[1] for line in s.splitlines() if "held-out loss" in line]  # noqa: E731
+    assert losses(first) == losses(second)
+    assert (tmp_path / "demo").is_dir()
+
+
+def test_evaluate_baseline_json(cache):
+    out = json.loads(run_cli("evaluate-baseline", "--benchmark", "demo", "--retriever", "bm25", "--json",
+                             env_cache=cache))
+    m = out["metrics"]["test"]
+    assert 0.0 < m["ndcg@5"] <= 1.0 and 0.0 <= m["rvr@5"] <= 1.0 and "safe_rvr@5" in m
+
+
+def test_multi_value_options():
+    assert expand_multi_value_options(["train", "--seeds", "1", "2", "--lambdas", "0", "-0.5", "--json"]) == [
+        "train", "--seeds", "1", "--seeds", "2", "--lambdas", "0", "--lambdas", "-0.5", "--json"]
+
+
+def test_help_lists_commands():
+    r = subprocess.run([sys.executable, "-m", "riskrank_jax", "--help"], capture_output=True, text=True, check=True)
+    for cmd in ("data", "embed", "evaluate-baseline", "graph", "train"):
+        assert cmd in r.stdout
+    r = subprocess.run([sys.executable, "-m", "riskrank_jax.sweep", "--help"], capture_output=True, text=True,
+                       check=True)
+    assert "--benchmark" in r.stdout and "--lambdas" in r.stdout
