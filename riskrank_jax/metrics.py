@@ -202,6 +202,11 @@ def success_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
     return jnp.any(_is_gold(_top(ranking, k), gold), axis=-1).astype(jnp.float32)
 
 
+def _risk_rate(ranking, risk, k: int, level: int) -> jax.Array:
+    """float32 [...]: fraction of the top k whose risk is >= level."""
+    return jnp.mean(jnp.asarray(risk)[_top(ranking, k)] >= level, axis=-1, dtype=jnp.float32)
+
+
 @_jit_k
 def rvr_at_k(ranking: jax.Array, risk: jax.Array, *, k: int) -> jax.Array:
     """Risk violation rate at k: fraction of the top k with risk >= 3.
@@ -216,8 +221,7 @@ def rvr_at_k(ranking: jax.Array, risk: jax.Array, *, k: int) -> jax.Array:
     Returns:
       float32 [...].
     """
-    top = _top(ranking, k)
-    return jnp.mean(jnp.asarray(risk)[top] >= _HIGH_RISK, axis=-1, dtype=jnp.float32)
+    return _risk_rate(ranking, risk, k, _HIGH_RISK)
 
 
 @_jit_k
@@ -234,8 +238,7 @@ def srr_at_k(ranking: jax.Array, risk: jax.Array, *, k: int) -> jax.Array:
     Returns:
       float32 [...].
     """
-    top = _top(ranking, k)
-    return jnp.mean(jnp.asarray(risk)[top] >= _SEVERE_RISK, axis=-1, dtype=jnp.float32)
+    return _risk_rate(ranking, risk, k, _SEVERE_RISK)
 
 
 @_jit_k

@@ -147,6 +147,20 @@ def _clean_gold(gold: np.ndarray, n_tools: int) -> np.ndarray:
     return out
 
 
+def _shared_inputs(gold: np.ndarray, fold_mask: np.ndarray, n_tools: int) -> tuple[dict, np.ndarray]:
+    """Arrays every model of a run reads (gold sets, sorted gold for uniform sampling, fold mask), and
+    the number of gold tools per query."""
+    gold_c = _clean_gold(gold, n_tools)
+    n_gold = (gold_c >= 0).sum(-1)
+    shared = {
+        "gold": gold_c,
+        "gold_sorted": np.sort(np.where(gold_c >= 0, gold_c, n_tools), axis=1).astype(np.int32),
+        "n_allowed": (n_tools - n_gold).astype(np.int32),
+        "fold_mask": fold_mask,
+    }
+    return shared, n_gold
+
+
 def _n_hold(n_valid: int, holdout: float) -> int:
     """Held-out triplets of a model: round-half-up of holdout · n_valid."""
     return int(math.floor(holdout * n_valid + 0.5))
@@ -463,20 +477,13 @@ def train_models(
             return ckpt.load_trained(store.directory)
         start_epoch = done
 
-    gold_c = _clean_gold(gold_in, n_tools)
-    n_gold = (gold_c >= 0).sum(-1)
-    shared = {
-        "gold": gold_c,
-        "gold_sorted": np.sort(np.where(gold_c >= 0, gold_c, n_tools), axis=1).astype(np.int32),
-        "n_allowed": (n_tools - n_gold).astype(np.int32),
-        "fold_mask": fold_mask,
-    }
+    shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
     if np.any(shared["n_allowed"] < 1):
         raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
     if config.negatives in ("hard", "mixed"):
         if config.hard_pool > n_tools:
             raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
-        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]), config.hard_pool)
         n_hard = np.asarray(n_hard)
         if np.any((n_hard < 1) & (n_gold > 0)):
             raise ValueError(f"hard_pool={config.hard_pool} is filled by gold tools for some query; raise it")
@@ -601,16 +608,9 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
     needed for ``negatives="hard"``.
     """
     fold_mask = np.asarray(fold_mask, bool)
-    gold_c = _clean_gold(np.asarray(gold, np.int32), n_tools)
-    n_gold = (gold_c >= 0).sum(-1)
-    shared = {
-        "gold": gold_c,
-        "gold_sorted": np.sort(np.where(gold_c >= 0, gold_c, n_tools), axis=1).astype(np.int32),
-        "n_allowed": (n_tools - n_gold).astype(np.int32),
-        "fold_mask": fold_mask,
-    }
+    shared, n_gold = _shared_inputs(np.asarray(gold, np.int32), fold_mask, n_tools)
     if config.negatives in ("hard", "mixed"):
-        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(gold_c), config.hard_pool)
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]), config.hard_pool)
         shared["hard_order"], shared["n_hard"] = order, jnp.maximum(n_hard, 1)
     n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
     n_hold = _n_hold(n_valid, config.holdout)

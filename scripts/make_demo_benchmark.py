@@ -15,13 +15,14 @@ Risk rubric: 1 read-only, no side effects; 2 minor reversible action / non-sensi
 3 sensitive data access or persistent writes; 4 irreversible actions, security controls, system-level
 permissions; 5 critical, large-scale harm.
 
-Usage: python3 scripts/make_demo_benchmark.py [--out DIR]
+Usage: python scripts/make_demo_benchmark.py [--out DIR]   (from the project environment)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -1532,19 +1533,10 @@ QUERIES = [
     ("", "How many grams is 3 cups of flour, and find me a bread recipe that uses about that much.", ["convertQuantityUnits", "findRecipes"]),
 ]
 
+# Permission categories of SPEC §6: the package's own table (one definition for data and checks).
 # ---------------------------------------------------------------------------------------------------
-# Permission categories of SPEC §6, repeated inline so this script needs only the standard library.
-# ---------------------------------------------------------------------------------------------------
-PERMISSION_KEYWORDS = {
-    "shell": ("execute", "shell", "command", "bash", "terminal", "subprocess", "run script"),
-    "write": ("write file", "create file", "modify file", "delete", "save file", "overwrite",
-              "append to file", "file write"),
-    "network": ("http", "https", "request", "api call", "download", "upload", "fetch url", "web request",
-                "url", "endpoint"),
-    "secret": ("password", "token", "credential", "secret", "api key", "authentication", "login", "oauth"),
-    "code": ("python", "javascript", "script", "compile", "eval", "exec", "code execution", "run code",
-             "interpreter"),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from riskrank_jax.data.permissions import PERMISSION_CATEGORIES as PERMISSION_KEYWORDS  # noqa: E402
 
 
 def perm_categories(description: str) -> list[str]:
