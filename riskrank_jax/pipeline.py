@@ -94,21 +94,11 @@ def smooth_candidates_per_fold(cand_scores, cand, graphs: Sequence, test_fold: n
     return jnp.asarray(out).reshape(cand_scores.shape)
 
 
-def apply_rule_filter(ranking, risk_levels, perm_level, t_emb, *, k: int = 5, prefix: int | None = None):
-    """Rule filter (SPEC §8) on rankings [..., Q, L]; leading axes are flattened into the query batch.
-
-    With ``prefix`` set, only the first ``prefix`` positions are filtered (the filter stops once K tools are
-    accepted, so a prefix that certainly contains them gives the same top-K); the tail keeps its order.
-    """
+def apply_rule_filter(ranking, risk_levels, perm_level, t_emb, *, k: int = 5):
+    """Rule filter (SPEC §8) on rankings [..., Q, L]; leading axes are flattened into the query batch."""
     ranking = jnp.asarray(ranking)
-    shape = ranking.shape
-    flat = ranking.reshape(-1, shape[-1])
-    if prefix is not None and prefix < shape[-1]:
-        head = rule_filter(flat[:, :prefix], risk_levels, perm_level, t_emb, k=k)
-        flat = jnp.concatenate([head, flat[:, prefix:]], axis=-1)
-    else:
-        flat = rule_filter(flat, risk_levels, perm_level, t_emb, k=k)
-    return flat.reshape(shape)
+    flat = rule_filter(ranking.reshape(-1, ranking.shape[-1]), risk_levels, perm_level, t_emb, k=k)
+    return flat.reshape(ranking.shape)
 
 
 def candidate_ranking(scores, cand):

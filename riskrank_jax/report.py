@@ -62,7 +62,7 @@ def _fmt(cell) -> str:
 
 def _paper(table: dict, row: str, col: str) -> str:
     v = table.get(row, {}).get(col)
-    return "" if v is None else f"{v:.4f}".rstrip("0").rstrip(".") if v >= 1 else f"{v:.4f}"
+    return "" if v is None else f"{v:.4f}"
 
 
 def _header(res: dict, extra: str = "") -> str:
@@ -187,11 +187,7 @@ def plot_figures(res: dict, out_dir: Path) -> list[Path]:
         ax.grid(alpha=.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{res['benchmark']} {split}: λ sweep ({res['protocol'].split(' ')[0]}, mean ± std over seeds)")
-    fig.tight_layout()
-    p = out_dir / "lambda_sweep.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(_save(fig, out_dir / "lambda_sweep.png"))
 
     fig, ax = plt.subplots(figsize=(7, 5))
     for v, c in res["main"][split].items():
@@ -202,12 +198,17 @@ def plot_figures(res: dict, out_dir: Path) -> list[Path]:
     ax.set_ylabel("NDCG@5")
     ax.grid(alpha=.3)
     ax.set_title(f"{res['benchmark']} {split}: relevance–exposure plane")
-    fig.tight_layout()
-    p = out_dir / "tradeoff.png"
-    fig.savefig(p, dpi=120)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(_save(fig, out_dir / "tradeoff.png"))
     return paths
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def write_outputs(res: dict, out_dir: Path) -> None:

@@ -209,6 +209,11 @@ class Evaluator:
         return {name: np.asarray(v) for name, v in out.items()}
 
 
+def per_lambda(pq: dict, lambdas) -> dict:
+    """Split per-query metrics with a leading λ axis ({m: [L, ...]}) into {λ: {m: [...]}}."""
+    return {lv: {m: v[i] for m, v in pq.items()} for i, lv in enumerate(lambdas)}
+
+
 def reduce_queries(pq: dict, where=None) -> dict[str, np.ndarray]:
     """Means over the query axis (last), plus the context metrics, each [...] over leading axes."""
     from riskrank_jax import metrics
@@ -220,6 +225,11 @@ def reduce_queries(pq: dict, where=None) -> dict[str, np.ndarray]:
     means = {k: np.asarray(v) for k, v in metrics.mean_metrics({m: pq[m] for m in RESULT_METRICS}).items()}
     ctx = {k: np.asarray(v) for k, v in metrics.context_metrics(pq).items()}
     return {**means, **ctx}
+
+
+def pick(reduced: dict, keys) -> dict:
+    """Mean ± std over seeds of the chosen metrics of `reduce_queries` output."""
+    return summarize_seeds({m: reduced[m] for m in keys})
 
 
 def summarize_seeds(values: dict) -> dict:
@@ -349,11 +359,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
         put("core", r_core[li])
         put("core_graph", r_graph[li])
         put("core_graph_rule", r_graph_rule[li])
-        sweep_pq = {"core": {}, "core_graph": {}, "core_graph_rule": {}}
-        for i, lv in enumerate(cfg.lambdas):
-            sweep_pq["core"][lv] = ev.per_query(r_core[i])
-            sweep_pq["core_graph"][lv] = ev.per_query(r_graph[i])
-            sweep_pq["core_graph_rule"][lv] = ev.per_query(r_graph_rule[i])
+        sweep_pq = {name: per_lambda(ev.per_query(r), cfg.lambdas)  # metrics over the whole [L, S, Q] grid
+                    for name, r in (("core", r_core), ("core_graph", r_graph), ("core_graph_rule", r_graph_rule))}
         del r_core, r_graph, r_graph_rule, grid_g
 
         # top-100 candidate mode (candidates from dense)
@@ -383,16 +390,14 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 
         # λ-aware training: model l was trained (and is evaluated) at λ_l
         if "lambda_aware" in runs:
-            la = runs["lambda_aware"]
             n_l = len(cfg.lambdas)
-            p = la.params
-            # model order is seed-major, then fold, then λ innermost: regroup to [L][S*F]
-            per_l = [jax.tree.map(lambda x: x.reshape(S * bench.n_folds, n_l, *x.shape[1:])[:, i], p)
-                     for i in range(n_l)]
-            la_sweep = {}
-            for i, lv in enumerate(cfg.lambdas):
-                rel_l, risk_l = P.model_scores(per_l[i], q_emb, t_emb, n_seeds=S, test_fold=fold)
-                la_sweep[lv] = ev.per_query(P.rank(P.penalise(rel_l, risk_l, lv)))
+            # model order is (seed, fold, λ); regroup to (λ, seed, fold) so λ·seed acts as the seed axis
+            p = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(S * bench.n_folds, n_l, *x.shape[1:]), 0, 1)
+                             .reshape(n_l * S * bench.n_folds, *x.shape[1:]), runs["lambda_aware"].params)
+            rel_l, risk_l = P.model_scores(p, q_emb, t_emb, n_seeds=n_l * S, test_fold=fold)
+            lam_col = jnp.repeat(jnp.asarray(cfg.lambdas, rel_l.dtype), S)[:, None, None]
+            s_l = (rel_l - lam_col * risk_l).reshape(n_l, S, *rel_l.shape[1:])  # model l scored at λ_l
+            la_sweep = per_lambda(ev.per_query(P.rank(s_l)), cfg.lambdas)
             sweep_pq["core_lambda_aware"] = la_sweep
             if lam in cfg.lambdas:
                 pq["core_lambda_aware"] = la_sweep[lam]
@@ -415,11 +420,12 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
             put("zeroshot_core_graph_rule", rule(rg))
 
         # ---- reduce
-        main = {v: summarize_seeds({m: reduce_queries(x)[m] for m in RESULT_METRICS}) for v, x in pq.items()}
-        context = {v: summarize_seeds({m: reduce_queries(x)[m] for m in CONTEXT_METRICS}) for v, x in pq.items()}
-        lsweep = {v: {str(lv): summarize_seeds({m: reduce_queries(x)[m] for m in RESULT_METRICS})
-                      for lv, x in d.items()} for v, d in sweep_pq.items()}
-        edges = {n: summarize_seeds({m: reduce_queries(x)[m] for m in RESULT_METRICS}) for n, x in edge_pq.items()}
+        reduced = {v: reduce_queries(x) for v, x in pq.items()}
+        main = {v: pick(r, RESULT_METRICS) for v, r in reduced.items()}
+        context = {v: pick(r, CONTEXT_METRICS) for v, r in reduced.items()}
+        lsweep = {v: {str(lv): pick(reduce_queries(x), RESULT_METRICS) for lv, x in d.items()}
+                  for v, d in sweep_pq.items()}
+        edges = {n: pick(reduce_queries(x), RESULT_METRICS) for n, x in edge_pq.items()}
         idx, rule_text = select_stress_queries(np.asarray(dense_rank), qs.gold, risk_np, cfg.stress_n)
         stress = {"n": int(idx.size), "selection_rule": rule_text, "query_ids": [qs.ids[i] for i in idx],
                   "rows": {}}
@@ -427,8 +433,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
             for v in ("bm25", "dense", "rule_only", "rel_only", "core", "core_graph", "core_graph_rule",
                       "zeroshot_core_graph_rule", "core_plus_graph_rule"):
                 if v in pq:
-                    stress["rows"][v] = summarize_seeds(
-                        {m: reduce_queries(pq[v], where=idx)[m] for m in ("ndcg@5", "rvr@5", "srr@5")})
+                    stress["rows"][v] = pick(reduce_queries(pq[v], where=idx), ("ndcg@5", "rvr@5", "srr@5"))
         return main, context, lsweep, edges, stress
 
     for split in bench.tests:
@@ -507,8 +512,7 @@ def main(benchmark, encoder, data_dir, out_dir, cache_dir, checkpoint_dir, seeds
     """
     from riskrank_jax.paths import REPO_ROOT, default_checkpoint_dir
 
-    seeds = _flatten_multi(seeds, int)
-    lambdas = _flatten_multi(lambdas, float)
+    seeds, lambdas = tuple(seeds), tuple(lambdas)
     if len(set(seeds)) != len(seeds) or not seeds:
         raise click.BadParameter("seeds must be distinct and non-empty", param_hint="--seeds")
     out_root = Path(out_dir).resolve() if out_dir else REPO_ROOT / "experiments" / "results"
@@ -529,13 +533,6 @@ def main(benchmark, encoder, data_dir, out_dir, cache_dir, checkpoint_dir, seeds
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     click.echo(f"sweep finished in {time.perf_counter() - t0:.1f}s", err=True)
-
-
-def _flatten_multi(values, typ):
-    out = []
-    for v in values:
-        out.append(typ(v))
-    return tuple(out)
 
 
 def run(argv=None):
