@@ -11,7 +11,7 @@ Usage::
     res = train_models(..., checkpoint_dir="/abs/ckpt/run1", run_meta={"encoder": "all-MiniLM-L6-v2"})
     # killed? call the same line again: it resumes after the last completed epoch, bit-identically.
     # finished? the same call returns the saved result without training.
-    res = load_trained("/abs/ckpt/run1")
+    res = riskrank_jax.train.load_trained("/abs/ckpt/run1")
 
 A directory whose run.json records another configuration or another training-data hash raises
 ``CacheError`` naming the path and the differing keys; it is never mixed into a new run.
@@ -25,7 +25,6 @@ import json
 import os
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from riskrank_jax.errors import CacheError
@@ -180,35 +179,4 @@ def read_run(checkpoint_dir) -> dict:
     return saved
 
 
-def load_trained(checkpoint_dir):
-    """The TrainResult of a completed run directory (best-epoch params, curves, model index)."""
-    from riskrank_jax.train import TrainConfig, TrainResult, abstract_state
-
-    directory = Path(checkpoint_dir).expanduser().resolve()
-    saved = read_run(directory)
-    if saved.get("status") != "completed":
-        raise CacheError(
-            f"{directory / RUN_FILE}: run not completed ({saved.get('epochs_done', 0)} epochs done); "
-            "call train_models with the same arguments to resume it"
-        )
-    cfg_json = saved["config"]
-    config = TrainConfig.from_dict(cfg_json["train_config"])
-    index = cfg_json["model_index"]
-    store = RunStore(directory, cfg_json, saved["data_hash"])
-    try:
-        state = store.restore(abstract_state(len(index), cfg_json["shapes"]["dim"], config), step=config.epochs)
-    finally:
-        store.close()
-    return TrainResult(
-        params=jax.tree.map(jax.numpy.asarray, state["best_params"]),
-        model_index=index,
-        heldout_loss=np.asarray(state["heldout_loss"]),
-        train_loss=np.asarray(state["train_loss"]),
-        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
-        config=config,
-        data_hash=saved["data_hash"],
-        run_config={**cfg_json, "checkpoint_dir": str(directory)},
-    )
-
-
-__all__ = ["RunStore", "load_trained", "read_run", "hash_arrays", "diff_keys", "RUN_FILE"]
+__all__ = ["RunStore", "read_run", "hash_arrays", "diff_keys", "RUN_FILE"]

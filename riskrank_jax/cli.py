@@ -8,6 +8,7 @@ import time
 
 import click
 
+from riskrank_jax.cli_options import expand_multi_value_options, seeds_option
 from riskrank_jax.errors import RiskRankError
 
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
@@ -63,10 +64,10 @@ def data_stats(benchmark, data_dir, as_json):
     click.echo(f"{stats['benchmark']}: {stats['tools']} tools; protocol: {stats['protocol']}")
     for split, n in stats["splits"].items():
         click.echo(f"  {split:>10}: {n:5d} queries, mean gold {stats['mean_gold'][split]:.3f}, "
-                   f"{stats['high_risk_queries'][split]} with a gold tool of risk >= 3")
+                   f"{stats['high_risk_queries'][split]} with a gold tool of risk ≥ 3")
     hist = stats["risk_histogram"]
     click.echo("  risk levels 1..5: " + " / ".join(str(hist[str(r)]) for r in range(1, 6)))
-    click.echo(f"  tools with perm_level >= 2: {stats['perm_level_ge2']}")
+    click.echo(f"  tools with perm_level ≥ 2: {stats['perm_level_ge2']}")
     for k, v in stats["mapped"].items():
         click.echo(f"  {k.replace('_', ' ')}: {v}")
 
@@ -142,8 +143,7 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
 
 @cli.command("train")
 @click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
-@click.option("--seeds", type=int, multiple=True, default=(42, 123, 777), show_default=True,
-              help="Repeat for several seeds: --seeds 42 --seeds 123.")
+@seeds_option
 @data_dir_option
 @cache_dir_option
 @encoder_option
@@ -168,8 +168,8 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.embed_cache import EmbeddingCache
     from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.experiments.stages import embed_all, train_run
     from riskrank_jax.paths import default_checkpoint_dir
-    from riskrank_jax.sweep import SweepConfig, embed_all, train_variant
     from riskrank_jax.train import TrainConfig
 
     bench = load_benchmark(benchmark, data_dir)
@@ -181,8 +181,7 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
                                                  else f"{rel_features}-{negatives}")
     root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
     t0 = time.perf_counter()
-    res = train_variant(bench, emb, SweepConfig(benchmark=benchmark, seeds=tuple(seeds)), cfg, name,
-                        enc.model_id, root)
+    res = train_run(bench, emb, seeds, cfg, name, enc.model_id, root)
     dt = time.perf_counter() - t0
     click.echo(f"{benchmark}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"
                + (f" x {len(lambdas)} λ" if lambda_aware else "") + f") in {dt:.1f}s; protocol {bench.protocol}")
@@ -203,9 +202,10 @@ def graph():
 @data_dir_option
 @cache_dir_option
 @encoder_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (per fold when the protocol has folds).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print one JSON object: {"benchmark", "protocol", "graphs": [one entry per graph, with its "fold"]}.')
 def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
-    """Nodes, edges per type and in total, tools with a neighbour, perm_level >= 2 tools."""
+    """Nodes, edges per type and in total, tools with a neighbour, perm_level ≥ 2 tools."""
     from riskrank_jax import graph as graph_lib
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
@@ -218,40 +218,12 @@ def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
     stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs]
     if as_json:
         click.echo(json.dumps({"benchmark": benchmark, "protocol": bench.protocol,
-                               "graphs": stats if len(stats) > 1 else stats[0]}))
+                               "graphs": [{"fold": f, **st} for f, st in enumerate(stats)]}))
         return
     click.echo(f"{benchmark}: protocol {bench.protocol}")
     for f, st in enumerate(stats):
         label = f"fold {f}" if len(stats) > 1 else "graph"
         click.echo(f"  {label}: {json.dumps(st)}")
-
-
-MULTI_VALUE_OPTIONS = ("--seeds", "--lambdas")
-
-
-def expand_multi_value_options(argv: list[str], names=MULTI_VALUE_OPTIONS) -> list[str]:
-    """Let `--seeds 42 123 777` mean `--seeds 42 --seeds 123 --seeds 777` (click options take one value)."""
-    out: list[str] = []
-    current = None
-    for arg in argv:
-        if arg in names:
-            current = arg
-            out.append(arg)
-            continue
-        if current is not None and not arg.startswith("--") and out[-1] != current:
-            out.append(current)
-        elif arg.startswith("-") and not _is_number(arg):
-            current = None
-        out.append(arg)
-    return out
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
 
 
 def main(argv=None):

@@ -25,3 +25,7 @@ class DataError(RiskRankError):
 
 class CacheError(RiskRankError):
     """A cache or checkpoint that cannot be used (stale, corrupt, or for another configuration)."""
+
+
+class RankerError(RiskRankError):
+    """A Ranker that cannot be built, loaded or used as asked (bad arrays, other encoder or registry)."""

@@ -8,10 +8,10 @@ Usage::
 
 Per unordered pair {i, j} (i != j) the raw type weights are
 
-    cooccur       0.4 * C_ij / max_{kept} C      if C_ij >= 2   (C = co-occurrence counts in train gold sets)
+    cooccur       0.4 * C_ij / max_{kept} C      if C_ij ≥ 2    (C = co-occurrence counts in train gold sets)
     semantic      0.3 * cos(e_i, e_j)            if cos > 0.65
-    permission    0.15 * shared_ij / 5           if shared_ij >= 1  (shared = perm_mask @ perm_mask.T)
-    risk_cooccur  0.15                           if r_i >= 3 and r_j >= 3 and C_ij >= 1
+    permission    0.15 * shared_ij / 5           if shared_ij ≥ 1   (shared = perm_mask @ perm_mask.T)
+    risk_cooccur  0.15                           if r_i ≥ 3 and r_j ≥ 3 and C_ij ≥ 1
 
 and the edge weight is  w_ij = sum_types / max_{pairs} sum_types.  Edges are stored in both directions,
 sorted by (receiver, sender); there are no self-loops.  Everything is computed with array operations
@@ -29,6 +29,8 @@ import jraph
 import numpy as np
 import scipy.sparse as sp
 
+from riskrank_jax.scoring import RISK_THRESHOLD, is_high_permission
+
 EDGE_TYPES: tuple[str, ...] = ("cooccur", "semantic", "permission", "risk_cooccur")
 
 
@@ -43,7 +45,7 @@ class GraphConfig:
     permission_min_shared: int = 1
     permission_weight: float = 0.15
     n_permission_categories: int = 5
-    risk_threshold: int = 3
+    risk_threshold: int = RISK_THRESHOLD
     risk_min_cooccur: int = 1
     risk_weight: float = 0.15
     block_size: int = 1024  # rows per block of the N x N cosine / overlap products (memory bound)
@@ -311,7 +313,7 @@ def stats(graph: ToolGraph, perm_level) -> dict:
         out[f"edges_{name}"] = int((tw[:, t] > 0).sum())
     out["edges_total"] = int(up.sum())
     out["tools_with_neighbour"] = int(np.unique(graph.senders).size)
-    out["high_permission_tools"] = int((np.asarray(perm_level) >= 2).sum())
+    out["high_permission_tools"] = int(is_high_permission(np.asarray(perm_level)).sum())
     return out
 
 

@@ -4,14 +4,13 @@ Usage::
 
     params = init_params(jax.random.key(0), dim=384)            # plain dict pytree
     rel = relevance_full(params, q_emb, tool_emb)               # [Q, N], never builds [Q, N, 2d]
-    s = combine(rel, risk(params, tool_emb), 0.1)               # [Q, N]: f_rel - 0.1 * f_risk
-    s_grid = combine(rel, risk(params, tool_emb), jnp.array([0., .05, .1, .2]))   # [L, Q, N]
+    s = scoring.penalise(rel, risk(params, tool_emb), 0.1)      # [Q, N]: f_rel - 0.1 * f_risk
 
 Definitions (SPEC §4)::
 
     f_rel(q, t) = sigmoid(W2 · relu(W1 · x(q, t) + b1) + b2),  x = [E(q); E(t)]            ("concat")
     f_risk(t)   = sigmoid(V2 · relu(V1 · E(t) + c1) + c2)
-    s(q, t)     = f_rel(q, t) − λ · f_risk(t)
+    s(q, t)     = f_rel(q, t) − λ · f_risk(t)      (riskrank_jax.scoring.penalise)
 
 Beyond the paper (default off), ``rel_features="interact"`` uses
 x = [E(q); E(t); E(q)⊙E(t); |E(q)−E(t)|; cos(E(q), E(t))] (4d + 1 inputs). The choice is carried by
@@ -206,26 +205,6 @@ def relevance_full(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: i
     return out.reshape(n_chunks * chunk, n_t)[:n_q]
 
 
-def combine(rel: jax.Array, risk_scores: jax.Array, lambdas) -> jax.Array:
-    """s = f_rel − λ · f_risk, for one λ or a whole grid at once.
-
-    Args:
-      rel: relevance [..., Q, N].
-      risk_scores: predicted risk [N] (broadcast over queries).
-      lambdas: a scalar λ, or [L] values.
-
-    Returns:
-      [..., Q, N] for a scalar λ; [L, ..., Q, N] for a grid.
-    """
-    lam = jnp.asarray(lambdas, dtype=rel.dtype)
-    if lam.ndim == 0:
-        return rel - lam * risk_scores
-    if lam.ndim != 1:
-        raise ValueError(f"lambdas must be a scalar or 1-D, got shape {lam.shape}")
-    lam = lam.reshape((-1,) + (1,) * rel.ndim)
-    return rel[None] - lam * risk_scores
-
-
 def score(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: int | None = None):
     """(relevance_full(params, q, t) [Q, N], risk(params, t) [N])."""
     return relevance_full(params, q, t, query_chunk=query_chunk), risk(params, t)
@@ -241,6 +220,5 @@ __all__ = [
     "relevance",
     "relevance_full",
     "risk",
-    "combine",
     "score",
 ]

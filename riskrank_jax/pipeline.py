@@ -1,17 +1,22 @@
-"""The reranking pipeline as composable pure functions: score -> penalise -> smooth -> rank -> filter.
+"""The reranking pipeline over stacked models: score -> penalise -> smooth -> rank -> filter.
 
 Every function keeps leading batch axes (seeds, λ values) in front of the [Q, N] query x tool axes, so a
-whole grid of settings flows through one call::
+whole grid of settings flows through one call (the experiments score every seed and fold at once; a
+``Ranker`` runs the same functions for one model)::
 
-    rel, risk = model_scores(params, q_emb, t_emb, n_seeds=S, test_fold=fold)  # [S, Q, N] each
-    s = penalise(rel, risk, lambdas)                                            # [L, S, Q, N]
+    rel, risk = model_scores(params, q_emb, t_emb, n_seeds=S, test_fold=fold)  # [S, Q, N], [S, Q|1, N]
+    s = scoring.penalise(rel, risk, lambdas)                                    # [L, S, Q, N]
     s = smooth_per_fold(s, graphs, fold, alpha)                                 # ToolGraph smoothing
-    ranking = rank(s)                                                           # [L, S, Q, N] int32
-    ranking = apply_rule_filter(ranking, registry, t_emb)                       # audited registries
+    ranking = scoring.rank_order(s)                                             # [L, S, Q, N] int32
+    ranking = apply_rule_filter(ranking, risk_levels, perm_level, t_emb)        # audited registries
+
+Memory: ``model_scores`` evaluates each fold's models on that fold's queries only, in calls sized so the
+largest intermediate (models x queries x tools x hidden) stays within ``memory_budget`` bytes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -21,49 +26,86 @@ import numpy as np
 from riskrank_jax import model as model_lib
 from riskrank_jax import smoothing
 from riskrank_jax.rule_filter import rule_filter
+from riskrank_jax.scoring import rank_order
+
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of scoring intermediates (1 GiB)
+MAX_QUERY_CHUNK = 256  # queries per step of relevance_full's lax.map
 
 
-def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray):
+def pair_bytes(params, dim: int) -> int:
+    """Bytes of relevance_full's live intermediates per (model, query, tool): about three [h] vectors, plus
+    two [d] vectors for the interaction head."""
+    hidden = params["rel"]["W1"].shape[-1]
+    extra = 2 * dim if params["rel"]["W1"].shape[-2] != 2 * dim else 0
+    return 4 * (3 * hidden + extra)
+
+
+def plan_chunks(n_models: int, n_queries: int, n_tools: int, bytes_per_pair: int, budget: int) -> tuple[int, int]:
+    """(models per call, queries per lax.map step) with models x queries x tools x bytes_per_pair <= budget.
+
+    The query step shrinks (halving from 256) only when one model alone exceeds the budget.
+    """
+    per_query = max(1, n_tools * bytes_per_pair)
+    q = max(1, min(MAX_QUERY_CHUNK, n_queries))
+    while q > 1 and q * per_query > budget:
+        q = (q + 1) // 2
+    m = int(max(1, min(n_models, budget // (q * per_query))))
+    return m, q
+
+
+@functools.partial(jax.jit, static_argnames=("query_chunk",))
+def _all_model_scores(params, q_emb, t_emb, *, query_chunk: int = MAX_QUERY_CHUNK):
+    rel = jax.vmap(lambda p: model_lib.relevance_full(p, q_emb, t_emb, query_chunk=query_chunk))(params)
+    risk = jax.vmap(lambda p: model_lib.risk(p, t_emb))(params)
+    return rel, risk
+
+
+def _chunked_model_scores(params, q_emb, t_emb, m_chunk: int, q_chunk: int):
+    """rel [M, Q, N], risk [M, N] of M stacked models, m_chunk models per call (the last call padded)."""
+    n_models = jax.tree.leaves(params)[0].shape[0]
+    if m_chunk >= n_models:
+        return _all_model_scores(params, q_emb, t_emb, query_chunk=q_chunk)
+    rels, risks = [], []
+    for m0 in range(0, n_models, m_chunk):
+        sel = np.minimum(np.arange(m0, m0 + m_chunk), n_models - 1)
+        rel, risk = _all_model_scores(jax.tree.map(lambda x: x[sel], params), q_emb, t_emb, query_chunk=q_chunk)
+        n = min(m_chunk, n_models - m0)
+        rels.append(np.asarray(rel[:n]))
+        risks.append(np.asarray(risk[:n]))
+    return jnp.asarray(np.concatenate(rels)), jnp.asarray(np.concatenate(risks))
+
+
+def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray,
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET):
     """Relevance and predicted risk of every test query under the model of its own fold.
 
     Args:
       params: stacked parameters, leading model axis M = n_seeds * F (seed-major, fold-minor).
       q_emb: [Q, d] test query embeddings; t_emb: [N, d] tool embeddings.
       n_seeds: S; test_fold: int [Q], the fold model that evaluates each query.
+      memory_budget: bytes allowed for the scoring intermediates (see ``plan_chunks``).
 
     Returns:
-      rel [S, Q, N] and risk [S, Q, N] (risk broadcast per query because folds differ).
+      rel [S, Q, N] and risk [S, 1, N] (one fold) or [S, Q, N] (risk per query, because folds differ).
     """
-    rel, risk = _all_model_scores(params, jnp.asarray(q_emb), jnp.asarray(t_emb))  # [M, Q, N], [M, N]
-    m = rel.shape[0]
-    n_folds = m // n_seeds
-    fold = jnp.asarray(test_fold)
-    rel = rel.reshape(n_seeds, n_folds, *rel.shape[1:])
-    risk = risk.reshape(n_seeds, n_folds, -1)
-    q_idx = jnp.arange(fold.shape[0])
-    rel_q = rel[:, fold, q_idx, :]  # [S, Q, N]
-    risk_q = risk[:, fold, :]  # [S, Q, N]
-    return rel_q, risk_q
-
-
-@jax.jit
-def _all_model_scores(params, q_emb, t_emb):
-    rel = jax.vmap(lambda p: model_lib.relevance_full(p, q_emb, t_emb, query_chunk=256))(params)
-    risk = jax.vmap(lambda p: model_lib.risk(p, t_emb))(params)
-    return rel, risk
-
-
-def penalise(rel, risk, lambdas):
-    """s = f_rel - λ f_risk. rel, risk [..., Q, N]; lambdas scalar or [L] -> [..., Q, N] or [L, ..., Q, N]."""
-    lam = jnp.asarray(lambdas, dtype=rel.dtype)
-    if lam.ndim == 0:
-        return rel - lam * risk
-    return rel[None] - lam.reshape((-1,) + (1,) * rel.ndim) * risk[None]
-
-
-def rank(scores):
-    """Descending order over the last axis, ties broken by the lower tool index. int32 [..., N]."""
-    return jnp.argsort(-scores, axis=-1, stable=True).astype(jnp.int32)
+    q_emb, t_emb = jnp.asarray(q_emb), jnp.asarray(t_emb)
+    n_folds = jax.tree.leaves(params)[0].shape[0] // n_seeds
+    fold = np.asarray(test_fold)
+    m_chunk, q_chunk = plan_chunks(n_seeds, q_emb.shape[0], t_emb.shape[0], pair_bytes(params, t_emb.shape[1]),
+                                   memory_budget)
+    if n_folds == 1:
+        rel, risk = _chunked_model_scores(params, q_emb, t_emb, m_chunk, q_chunk)
+        return rel, risk[:, None, :]
+    rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
+    risk = np.zeros_like(rel)
+    for f in range(n_folds):  # F <= 5 folds; each fold's models see only that fold's queries
+        idx = np.nonzero(fold == f)[0]
+        if idx.size:
+            p_f = jax.tree.map(lambda x: x[f::n_folds], params)  # models s * F + f
+            r, k = _chunked_model_scores(p_f, q_emb[idx], t_emb, m_chunk, q_chunk)
+            rel[:, idx] = np.asarray(r)
+            risk[:, idx] = np.asarray(k)[:, None, :]
+    return jnp.asarray(rel), jnp.asarray(risk)
 
 
 def smooth_per_fold(scores, graphs: Sequence, test_fold: np.ndarray, alpha: float):
@@ -94,14 +136,27 @@ def smooth_candidates_per_fold(cand_scores, cand, graphs: Sequence, test_fold: n
     return jnp.asarray(out).reshape(cand_scores.shape)
 
 
-def apply_rule_filter(ranking, risk_levels, perm_level, t_emb, *, k: int = 5):
-    """Rule filter (SPEC §8) on rankings [..., Q, L]; leading axes are flattened into the query batch."""
+def apply_rule_filter(ranking, risk_levels, perm_level, t_emb, *, k: int = 5, **caps):
+    """Rule filter on rankings [..., Q, L]; leading axes are flattened into the query batch.
+
+    ``caps``: risk_cap, perm_cap, sim_threshold of ``rule_filter.rule_filter``.
+    """
     ranking = jnp.asarray(ranking)
-    flat = rule_filter(ranking.reshape(-1, ranking.shape[-1]), risk_levels, perm_level, t_emb, k=k)
+    flat = rule_filter(ranking.reshape(-1, ranking.shape[-1]), risk_levels, perm_level, t_emb, k=k, **caps)
     return flat.reshape(ranking.shape)
 
 
 def candidate_ranking(scores, cand):
     """Rerank each query's candidates: scores [..., Q, C] over cand [Q, C] -> tool ids [..., Q, C]."""
-    order = rank(scores)
+    order = rank_order(scores)
     return jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(cand), scores.shape), order, axis=-1)
+
+
+def gather_candidates(scores, cand):
+    """scores [..., Q, N] at each query's candidates cand [Q, C] -> [..., Q, C]."""
+    scores = jnp.asarray(scores)
+    return jnp.take_along_axis(scores, jnp.broadcast_to(cand, scores.shape[:-1] + cand.shape[-1:]), axis=-1)
+
+
+__all__ = ["DEFAULT_MEMORY_BUDGET", "plan_chunks", "pair_bytes", "model_scores", "smooth_per_fold",
+           "smooth_candidates_per_fold", "apply_rule_filter", "candidate_ranking", "gather_candidates"]

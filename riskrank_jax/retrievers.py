@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from riskrank_jax.scoring import rank_order
+
 __all__ = ["bm25_scores", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
 
 
@@ -94,9 +96,7 @@ def dense_scores(query_emb: jax.Array, tool_emb: jax.Array) -> jax.Array:
 
 @jax.jit
 def rank_full(scores: jax.Array) -> jax.Array:
-    """Full descending ordering of the pool, ties broken by the lower tool index.
-
-    ranking[..., i] = the tool with the i-th highest score (stable sort of -scores).
+    """``scoring.rank_order`` under jit: the full descending ordering, ties broken by the lower tool index.
 
     Args:
       scores: float [..., N].
@@ -104,7 +104,7 @@ def rank_full(scores: jax.Array) -> jax.Array:
     Returns:
       int32 [..., N].
     """
-    return jnp.argsort(-jnp.asarray(scores), axis=-1, stable=True).astype(jnp.int32)
+    return rank_order(scores)
 
 
 @functools.partial(jax.jit, static_argnames=("c",))

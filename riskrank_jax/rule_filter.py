@@ -7,8 +7,8 @@ Usage::
 
 Walk each query's ranking in order; tool t at the current position is accepted unless
 
-    r_t >= 3        and #accepted with r >= 3        >= risk_cap  (1), or
-    perm_t >= 2     and #accepted with perm >= 2     >= perm_cap  (2), or
+    r_t ≥ 3         and #accepted with r ≥ 3         ≥ risk_cap  (1), or
+    perm_t ≥ 2      and #accepted with perm ≥ 2      ≥ perm_cap  (2), or
     max_{a accepted} cos(e_t, e_a) > sim_threshold   (0.9),
 
 until k tools are accepted.  Output: the accepted tools in reranked order, then every other tool in
@@ -33,6 +33,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from riskrank_jax.scoring import PERM_THRESHOLD, RISK_THRESHOLD
 
 
 def _normalise(x):
@@ -103,8 +105,8 @@ def _rule_filter_jit(ranking, risky, high, emb, risk_cap, perm_cap, sim_threshol
 
 
 def rule_filter_with_count(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1,
-                           perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = 3,
-                           perm_threshold: int = 2, method: str = "while"):
+                           perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = RISK_THRESHOLD,
+                           perm_threshold: int = PERM_THRESHOLD, method: str = "while"):
     """``rule_filter`` that also returns int32 [Q] the number of tools accepted by the rules (<= k)."""
     ranking = jnp.asarray(ranking, jnp.int32)
     if ranking.ndim != 2:
@@ -119,7 +121,7 @@ def rule_filter_with_count(ranking, risk, perm_level, tool_emb, *, k: int = 5, r
 
 
 def rule_filter(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1, perm_cap: int = 2,
-                sim_threshold: float = 0.9, risk_threshold: int = 3, perm_threshold: int = 2,
+                sim_threshold: float = 0.9, risk_threshold: int = RISK_THRESHOLD, perm_threshold: int = PERM_THRESHOLD,
                 method: str = "while"):
     """Apply the SPEC §8 rules to reranked lists.
 
@@ -140,8 +142,8 @@ def rule_filter(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: in
 
 
 def rule_filter_reference(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1,
-                          perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = 3,
-                          perm_threshold: int = 2) -> np.ndarray:
+                          perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = RISK_THRESHOLD,
+                          perm_threshold: int = PERM_THRESHOLD) -> np.ndarray:
     """Plain-Python, float64 transcription of SPEC §8 (the reference for tests and benchmarks)."""
     emb = np.asarray(tool_emb, np.float64)
     emb = emb / np.maximum(np.linalg.norm(emb, axis=-1, keepdims=True), 1e-12)

@@ -367,6 +367,16 @@ def smooth_candidates_dense(scores, cand, graph: ToolGraph | Sequence[ToolGraph]
     return _smooth_candidates_dense_jit(scores, jnp.asarray(a_sub), jnp.asarray(alpha, scores.dtype))
 
 
+# Kernels on prebuilt inputs, public for the throughput measurement (riskrank_jax.experiments.throughput):
+# smooth_padded_kernel(scores [Q, C], senders, receivers, weights, alpha) over a padded candidate batch,
+# smooth_full_dense_kernel(scores, A [N, N], alpha), smooth_candidates_dense_kernel(scores, A_sub [Q, C, C], alpha),
+# induced_adjacency(cand, graph[, query_fold]) -> A_sub.
+smooth_padded_kernel = _smooth_padded_jit
+smooth_full_dense_kernel = _smooth_full_dense_jit
+smooth_candidates_dense_kernel = _smooth_candidates_dense_jit
+induced_adjacency = _induced_adjacency
+
 __all__ = ["smooth_full", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs", "stack_graphs",
            "FoldGraphs", "normalized_edge_weights", "smooth_full_dense", "smooth_candidates_dense",
-           "dense_normalized_adjacency"]
+           "dense_normalized_adjacency", "smooth_padded_kernel", "smooth_full_dense_kernel",
+           "smooth_candidates_dense_kernel", "induced_adjacency"]

@@ -39,13 +39,17 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from riskrank_jax import checkpoints as ckpt
 from riskrank_jax import model as rr_model
+from riskrank_jax.errors import CacheError
+from riskrank_jax.scoring import level_to_score, penalise
 
 NEGATIVES = ("uniform", "hard", "mixed")
 
@@ -264,7 +268,7 @@ def _loss(params, batch, mask, lam, *, config: TrainConfig):
     f = rr_model.relevance(params, batch["q"][None], tools)  # [2, B]
     r = rr_model.risk(params, tools)  # [2, B]
     if config.lambda_aware:
-        f = f - lam * r
+        f = penalise(f, r, lam)
     target = jnp.stack([batch["t_pos"], batch["t_neg"]])
     w = mask.astype(jnp.float32)
     n = jnp.maximum(w.sum(), 1.0)
@@ -434,8 +438,6 @@ def train_models(
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
     """
-    from riskrank_jax import checkpoints as ckpt
-
     tool_emb = np.asarray(tool_emb, np.float32)
     query_emb = np.asarray(query_emb, np.float32)
     risk = np.asarray(risk, np.int32)
@@ -474,7 +476,7 @@ def train_models(
         store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
         status, done = store.status()
         if status == "completed":
-            return ckpt.load_trained(store.directory)
+            return load_trained(store.directory)
         start_epoch = done
 
     shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
@@ -491,7 +493,7 @@ def train_models(
     emb = {
         "tool_emb": tool_emb,
         "query_emb": query_emb,
-        "target": ((risk.astype(np.float32) - 1.0) / 4.0).astype(np.float32),
+        "target": level_to_score(risk),
     }
 
     # Per-model counts on the host (fix the static shapes: steps per epoch, held-out width).
@@ -626,5 +628,95 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
     }
 
 
+def load_trained(checkpoint_dir) -> TrainResult:
+    """The TrainResult of a completed run directory (best-epoch params, curves, model index)."""
+    directory = Path(checkpoint_dir).expanduser().resolve()
+    saved = ckpt.read_run(directory)
+    if saved.get("status") != "completed":
+        raise CacheError(
+            f"{directory / ckpt.RUN_FILE}: run not completed ({saved.get('epochs_done', 0)} epochs done); "
+            "call train_models with the same arguments to resume it"
+        )
+    cfg_json = saved["config"]
+    config = TrainConfig.from_dict(cfg_json["train_config"])
+    index = cfg_json["model_index"]
+    store = ckpt.RunStore(directory, cfg_json, saved["data_hash"])
+    try:
+        state = store.restore(abstract_state(len(index), cfg_json["shapes"]["dim"], config), step=config.epochs)
+    finally:
+        store.close()
+    return TrainResult(
+        params=jax.tree.map(jnp.asarray, state["best_params"]),
+        model_index=index,
+        heldout_loss=np.asarray(state["heldout_loss"]),
+        train_loss=np.asarray(state["train_loss"]),
+        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
+        config=config,
+        data_hash=saved["data_hash"],
+        run_config={**cfg_json, "checkpoint_dir": str(directory)},
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Risk head alone (zero-shot registries: no training queries)
+
+
+@dataclass(frozen=True)
+class RiskHeadConfig:
+    """Hyper-parameters of ``train_risk_heads`` (beyond the paper)."""
+
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 1e-3
+    hidden: int = 64
+
+
+def _fit_risk_head(seed, t_emb, target, *, config: RiskHeadConfig, steps: int, batch_size: int):
+    """One seed: MSE of f_risk to the targets over shuffled minibatches; returns the risk-head params."""
+    n, d = t_emb.shape
+    opt = optax.adam(config.lr)
+    key, init_key = jax.random.split(jax.random.key(seed))
+    params = {"risk": rr_model.init_params(init_key, d, config.hidden)["risk"]}
+
+    def loss_fn(p, idx):
+        return jnp.mean((rr_model.risk(p, t_emb[idx]) - target[idx]) ** 2)
+
+    def step(carry, idx):
+        p, s = carry
+        loss, g = jax.value_and_grad(loss_fn)(p, idx)
+        upd, s = opt.update(g, s, p)
+        return (optax.apply_updates(p, upd), s), loss
+
+    def epoch(carry, ekey):
+        perm = jax.random.permutation(ekey, n)[: steps * batch_size].reshape(steps, batch_size)
+        carry, losses = jax.lax.scan(step, carry, perm)
+        return carry, losses.mean()
+
+    (params, _), _ = jax.lax.scan(epoch, (params, opt.init(params)), jax.random.split(key, config.epochs))
+    return params
+
+
+def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadConfig()) -> dict:
+    """The risk head alone, fitted to (r − 1)/4 over a registry's tools, one model per seed (vmapped).
+
+    Zero-shot deployment (beyond the paper): no training queries are needed. The initialisation draws the
+    full dual-head parameters from the seed and keeps the risk block, so seed s gives the same head as
+    before this function returned parameters.
+
+    Args:
+      tool_emb: float32 [N, d]; risk: int [N] levels 1..5; seeds: S seeds.
+
+    Returns:
+      {"risk": {...}} with a leading seed axis S on every leaf (use with ``model.risk``).
+    """
+    t_emb = jnp.asarray(tool_emb)
+    target = jnp.asarray(level_to_score(np.asarray(risk)))
+    batch_size = min(config.batch_size, t_emb.shape[0])
+    fit = functools.partial(_fit_risk_head, config=config, steps=t_emb.shape[0] // batch_size,
+                            batch_size=batch_size)
+    program = jax.jit(jax.vmap(fit, in_axes=(0, None, None)))
+    return program(jnp.asarray(seeds, dtype=jnp.uint32), t_emb, target)
+
+
 __all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
-           "abstract_state"]
+           "abstract_state", "load_trained", "RiskHeadConfig", "train_risk_heads"]

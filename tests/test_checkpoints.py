@@ -8,9 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from riskrank_jax.checkpoints import diff_keys, hash_arrays, load_trained, read_run
+from riskrank_jax.checkpoints import diff_keys, hash_arrays, read_run
 from riskrank_jax.errors import CacheError
-from riskrank_jax.train import TrainConfig, train_models
+from riskrank_jax.train import TrainConfig, load_trained, train_models
 
 from test_train import CFG, DATA
 

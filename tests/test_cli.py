@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from riskrank_jax.cli import expand_multi_value_options
+from riskrank_jax.cli_options import expand_multi_value_options
 
 
 def run_cli(*args, env_cache):
@@ -33,7 +33,8 @@ def test_embed_then_cached(cache):
 
 def test_graph_stats_json(cache):
     out = json.loads(run_cli("graph", "stats", "--benchmark", "demo", "--json", env_cache=cache))
-    g = out["graphs"]
+    assert len(out["graphs"]) == 1 and out["graphs"][0]["fold"] == 0
+    g = out["graphs"][0]
     assert g["nodes"] == 263 and g["high_permission_tools"] == 22
     assert g["edges_total"] >= max(g["edges_cooccur"], g["edges_semantic"], g["edges_permission"]) > 0
 

@@ -86,17 +86,3 @@ def test_relevance_full_vmaps_over_models():
     assert out.shape == (3, 4, 9)
     one = model.relevance_full(jax.tree.map(lambda x: x[1], stacked), q, t)
     np.testing.assert_allclose(np.asarray(out[1]), np.asarray(one), atol=1e-7)
-
-
-def test_combine_scalar_and_grid():
-    rel = jnp.array([[0.9, 0.5, 0.2], [0.1, 0.6, 0.7]])
-    rk = jnp.array([0.0, 0.5, 1.0])
-    s = model.combine(rel, rk, 0.1)
-    np.testing.assert_allclose(np.asarray(s), [[0.9, 0.45, 0.1], [0.1, 0.55, 0.6]], atol=1e-7)
-    grid = model.combine(rel, rk, (0.0, 0.05, 0.1, 0.2))
-    assert grid.shape == (4, 2, 3)
-    np.testing.assert_allclose(np.asarray(grid[0]), np.asarray(rel), atol=0)
-    np.testing.assert_allclose(np.asarray(grid[2]), np.asarray(s), atol=1e-7)
-    np.testing.assert_allclose(np.asarray(grid[3, 1]), [0.1, 0.5, 0.5], atol=1e-7)
-    with pytest.raises(ValueError):
-        model.combine(rel, rk, jnp.zeros((2, 2)))

@@ -15,6 +15,7 @@ import numpy as np
 from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry, pad_gold
 from riskrank_jax.errors import DataError
 from riskrank_jax.paths import resolve_data_dir
+from riskrank_jax.scoring import is_high_permission, is_risky
 
 BENCHMARKS = ("demo", "ultratool", "sealtools")
 
@@ -51,7 +52,7 @@ def benchmark_stats(bench: Benchmark) -> dict:
         "mean_gold": {k: round(float(v.gold_mask.sum(-1).mean()), 3) for k, v in splits.items()},
         "high_risk_queries": {k: int(_high_risk(v, risk).sum()) for k, v in splits.items()},
         "risk_histogram": {str(r): int((risk == r).sum()) for r in range(1, 6)},
-        "perm_level_ge2": int((bench.tools.perm_level >= 2).sum()),
+        "perm_level_ge2": int(is_high_permission(bench.tools.perm_level).sum()),
         "folds": bench.n_folds,
         "mapped": {k: v for k, v in bench.data_notes.items() if k != "train_split"},
     }
@@ -60,7 +61,7 @@ def benchmark_stats(bench: Benchmark) -> dict:
 
 def _high_risk(qs: QuerySet, risk: np.ndarray) -> np.ndarray:
     r = np.where(qs.gold >= 0, risk[np.maximum(qs.gold, 0)], 0)
-    return (r >= 3).any(-1)
+    return is_risky(r).any(-1)
 
 
 __all__ = ["Benchmark", "QuerySet", "ToolRegistry", "pad_gold", "load_benchmark", "benchmark_stats", "BENCHMARKS"]

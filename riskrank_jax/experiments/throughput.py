@@ -40,9 +40,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from riskrank_jax.graph import ToolGraph
-from riskrank_jax.smoothing import (_induced_adjacency, _smooth_candidates_dense_jit, _smooth_full_dense_jit,
-                                    _smooth_padded_jit, candidate_subgraphs, smooth_candidates,
-                                    smooth_candidates_dense, smooth_full, smooth_full_dense)
+from riskrank_jax.smoothing import (candidate_subgraphs, induced_adjacency, smooth_candidates,
+                                    smooth_candidates_dense, smooth_candidates_dense_kernel, smooth_full,
+                                    smooth_full_dense, smooth_full_dense_kernel, smooth_padded_kernel)
 
 ALPHA = 0.2
 PATHS = ("jraph_segment_sum", "scipy_sparse", "dense_matmul")
@@ -153,7 +153,7 @@ def measure_full(graph: ToolGraph, scores: np.ndarray, repeats: int, *, with_tra
            "scipy_sparse": timeit(lambda: scipy_full(s_np, a_hat_t), repeats)}
     if with_transfer:
         sec["dense_matmul_incl_transfer"] = timeit(lambda: smooth_full_dense(s, graph, ALPHA), repeats)
-    sec["dense_matmul"] = timeit(lambda: _smooth_full_dense_jit(s, dense, alpha), repeats)
+    sec["dense_matmul"] = timeit(lambda: smooth_full_dense_kernel(s, dense, alpha), repeats)
     del dense
     return {"q": q, "n": n, "e": e, "seconds": sec, "cost": cost_full(q, n, e)}
 
@@ -173,13 +173,13 @@ def measure_candidates(graph: ToolGraph, scores: np.ndarray, n_candidates: int, 
     e = int(padded.n_edge[:-1].sum())
     e_pad = int(padded.senders.shape[0])
     snd, rcv, w = (jnp.asarray(x) for x in (padded.senders, padded.receivers, padded.edges))
-    a_sub = jnp.asarray(_induced_adjacency(cand, graph))
+    a_sub = jnp.asarray(induced_adjacency(cand, graph))
     alpha = jnp.float32(ALPHA)
     sec = {"jraph_segment_sum": timeit(lambda: smooth_candidates(s, cand, graph, alpha), repeats),
            "scipy_sparse": timeit(lambda: scipy_candidates(cs, cand, graph), repeats),
            "dense_matmul": timeit(lambda: smooth_candidates_dense(s, cand, graph, alpha), repeats)}
-    kern = {"jraph_segment_sum": timeit(lambda: _smooth_padded_jit(s, snd, rcv, w, alpha), repeats),
-            "dense_matmul": timeit(lambda: _smooth_candidates_dense_jit(s, a_sub, alpha), repeats)}
+    kern = {"jraph_segment_sum": timeit(lambda: smooth_padded_kernel(s, snd, rcv, w, alpha), repeats),
+            "dense_matmul": timeit(lambda: smooth_candidates_dense_kernel(s, a_sub, alpha), repeats)}
     return {"q": q, "c": c, "n": n, "e": e, "e_pad": e_pad, "seconds": sec, "kernel_seconds": kern,
             "cost": cost_candidates(q, c, e, e_pad)}
 

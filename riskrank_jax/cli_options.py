@@ -1,0 +1,77 @@
+"""Command-line options shared by `riskrank-jax` and `python -m riskrank_jax.sweep`, spelled the same in both."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+DEFAULT_SEEDS = (42, 123, 777)
+MULTI_VALUE_OPTIONS = ("--seeds", "--lambdas", "--variants")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def _check_seeds(ctx, param, value):
+    seeds = tuple(int(s) for s in value)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise click.BadParameter(f"seeds must be distinct and non-empty, got {list(seeds)}")
+    return seeds
+
+
+seeds_option = click.option(
+    "--seeds", type=int, multiple=True, default=DEFAULT_SEEDS, show_default=True, callback=_check_seeds,
+    help="Seeds of the run, space-separated after one --seeds (--seeds 42 123 777) or one per --seeds.")
+
+
+def parse_bytes(text: str) -> int:
+    """'1GiB', '512M', '2e9' -> bytes (binary units; a bare number is bytes)."""
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (examples: 1GiB, 512MiB, 2000000000)")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value < 1:
+        raise ValueError(f"size must be positive, got {text!r}")
+    return int(value)
+
+
+def _bytes_callback(ctx, param, value):
+    try:
+        return parse_bytes(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+memory_budget_option = click.option(
+    "--memory-budget", default="1GiB", show_default=True, callback=_bytes_callback, metavar="SIZE",
+    help="Bytes the scoring of many models x queries x tools may hold at once (e.g. 512MiB, 4GiB); larger "
+         "work is split into calls that fit.")
+
+
+def expand_multi_value_options(argv: list[str], names=MULTI_VALUE_OPTIONS) -> list[str]:
+    """Let `--seeds 42 123 777` mean `--seeds 42 --seeds 123 --seeds 777` (click options take one value)."""
+    out: list[str] = []
+    current = None
+    for arg in argv:
+        if arg in names:
+            current = arg
+            out.append(arg)
+            continue
+        if current is not None and not arg.startswith("--") and out[-1] != current:
+            out.append(current)
+        elif arg.startswith("-") and not _is_number(arg):
+            current = None
+        out.append(arg)
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+__all__ = ["seeds_option", "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
+           "MULTI_VALUE_OPTIONS"]

@@ -1,0 +1,257 @@
+"""Rankings and per-query metrics of declared variants on one test split, every seed (and λ) at once.
+
+    ev = SplitEvaluation(inputs, runs, graphs, lambdas=(0, .05, .1, .2), main_lambda=0.1, alpha=0.2, k=5)
+    pq, grid_pq = ev.metrics(variant)   # {metric: [S, Q]}, and {λ: {metric: [S, Q]}} for λ-sweep variants
+
+A variant's scores flow through the pipeline stages the ``Ranker`` uses (``scoring.penalise``,
+``pipeline.smooth_per_fold``, candidates, ``scoring.rank_order``, the rule filter), with the seeds (and,
+for λ-sweep variants, the λ grid) as leading axes. Shared intermediate results (a run's head scores, a
+penalised grid, a pre-filter ranking) are computed once per split; variants with the same ``spec()``
+share their metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from riskrank_jax import metrics
+from riskrank_jax import pipeline as P
+from riskrank_jax import retrievers
+from riskrank_jax.graph import with_edge_types
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order
+
+STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
+STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
+
+
+def _without_rule(v):
+    return dataclasses.replace(v, rule_filter=False)
+
+
+@dataclass(frozen=True, eq=False)
+class SplitInputs:
+    """One split's queries and the registry, as arrays. q_emb [Q, d], fold int [Q], gold [Q, G]; t_emb
+    [N, d], risk_levels / perm_level int [N], tool_texts / query_texts for BM25."""
+
+    q_emb: np.ndarray
+    fold: np.ndarray
+    gold: np.ndarray
+    query_texts: tuple[str, ...]
+    t_emb: np.ndarray
+    risk_levels: np.ndarray
+    perm_level: np.ndarray
+    tool_texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    lambdas: tuple[float, ...]
+    main_lambda: float
+    alpha: float
+    k: int
+    n_candidates: int
+    n_seeds: int
+    memory_budget: int
+
+
+class SplitEvaluation:
+    """Memoised stages of every variant on one split. ``runs``: {run name: TrainResult | risk params}."""
+
+    def __init__(self, inputs: SplitInputs, runs: dict, graphs: dict, settings: EvalSettings):
+        self.x, self.runs, self.graphs, self.s = inputs, runs, graphs, settings
+        self._memo: dict = {}
+
+    def _cached(self, key, fn):
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    # ------------------------------------------------------------------------------------ first stages
+    def dense(self):
+        """Cosine [Q, N]."""
+        return self._cached("dense", lambda: retrievers.dense_scores(jnp.asarray(self.x.q_emb),
+                                                                     jnp.asarray(self.x.t_emb)))
+
+    def dense_ranking(self):
+        return self._cached("dense_rank", lambda: rank_order(self.dense()))
+
+    def bm25(self):
+        return self._cached("bm25", lambda: jnp.asarray(
+            retrievers.bm25_scores(list(self.x.tool_texts), list(self.x.query_texts))))
+
+    def head(self, run: str, n_seeds: int):
+        """(rel [S', Q, N], risk [S', Q|1, N]) of a trained run, each query under its fold's models."""
+        return self._cached(("head", run), lambda: P.model_scores(
+            self.runs[run].params, self.x.q_emb, self.x.t_emb, n_seeds=n_seeds, test_fold=self.x.fold,
+            memory_budget=self.s.memory_budget))
+
+    # ------------------------------------------------------------------------------------ scores
+    def grid_lambdas(self, v) -> tuple[float, ...]:
+        lams = tuple(self.s.lambdas)
+        if not v.trained_at_lambda and self.s.main_lambda not in lams:
+            lams = lams + (self.s.main_lambda,)
+        return lams
+
+    def _relevance_and_risk(self, v):
+        if v.relevance == "dense":
+            rel = self.dense()[None]
+        elif v.relevance == "bm25":
+            rel = self.bm25()[None]
+        else:
+            rel, head_risk = self.head(v.train, self.s.n_seeds)
+        if v.risk == "head":
+            _, risk = self.head(v.train, self.s.n_seeds)
+        elif v.risk == "risk_only":
+            risk = self.runs["risk_only"][:, None, :]  # [S, 1, N]
+        else:
+            risk = None
+        return rel, risk
+
+    def _lambda_aware_grid(self, v):
+        """[L, S, Q, N]: model l (trained at λ_l) scored at λ_l."""
+        n_l, n_s = len(self.s.lambdas), self.s.n_seeds
+        res = self.runs[v.train]
+        n_f = jax.tree.leaves(res.params)[0].shape[0] // (n_s * n_l)
+        # model order is (seed, fold, λ); regroup to (λ, seed, fold) so λ·seed acts as the seed axis
+        p = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(n_s * n_f, n_l, *x.shape[1:]), 0, 1)
+                         .reshape(n_l * n_s * n_f, *x.shape[1:]), res.params)
+        rel, risk = P.model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
+                                   memory_budget=self.s.memory_budget)
+        split = lambda a: a.reshape(n_l, n_s, *a.shape[1:])  # noqa: E731
+        return jax.vmap(penalise)(split(rel), split(risk), jnp.asarray(self.s.lambdas, rel.dtype))
+
+    def scores(self, v):
+        """Penalised scores: [L, S, Q, N] for λ-sweep variants (λ from ``grid_lambdas``), else [S, Q, N]."""
+        key = ("scores", v.relevance, v.train if v.runs() else None, v.risk, v.lam, v.lambda_sweep,
+               v.trained_at_lambda)
+
+        def build():
+            if v.trained_at_lambda:
+                return self._lambda_aware_grid(v)
+            rel, risk = self._relevance_and_risk(v)
+            if risk is None:
+                return rel
+            if v.lambda_sweep:
+                return penalise(rel, risk, jnp.asarray(self.grid_lambdas(v)))
+            return penalise(rel, risk, self.s.main_lambda if v.lam is None else v.lam)
+
+        return self._cached(key, build)
+
+    # ------------------------------------------------------------------------------------ rankings
+    def graph_list(self, v):
+        graphs = self.graphs[v.graph]
+        if v.edge_types is not None:
+            graphs = [with_edge_types(g, v.edge_types) for g in graphs]
+        return graphs
+
+    def _candidate_ranking(self, v, s):
+        cand = retrievers.top_candidates(self.dense(), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
+        cs = P.gather_candidates(s, cand)
+        if v.graph:
+            cs = P.smooth_candidates_per_fold(cs, np.asarray(cand), self.graph_list(v), self.x.fold, self.s.alpha)
+        return P.candidate_ranking(cs, cand)
+
+    def _full_ranking(self, candidate_ranking):
+        base = self.dense_ranking()
+        base = jnp.broadcast_to(base, candidate_ranking.shape[:-2] + base.shape)
+        flat = retrievers.candidate_full_ranking(candidate_ranking.reshape(-1, candidate_ranking.shape[-1]),
+                                                 base.reshape(-1, base.shape[-1]))
+        return flat.reshape(base.shape)
+
+    def _rule(self, ranking):
+        return P.apply_rule_filter(ranking, self.x.risk_levels, self.x.perm_level, self.x.t_emb, k=self.s.k)
+
+    def ranking(self, v):
+        """int32 [L, S, Q, N] (λ-sweep variants) or [S, Q, N]; baselines have S = 1."""
+        key = ("ranking",) + v.spec()
+
+        def build():
+            s = self.scores(v)
+            if v.candidates:
+                r = self._candidate_ranking(v, s)
+                return self._full_ranking(self._rule(r) if v.rule_filter else r)
+            if v.rule_filter:
+                return self._rule(self.ranking(_without_rule(v)))
+            if v.graph:
+                s = P.smooth_per_fold(s, self.graph_list(v), self.x.fold, self.s.alpha)
+            return rank_order(s)
+
+        return self._cached(key, build)
+
+    # ------------------------------------------------------------------------------------ metrics
+    def per_query(self, ranking) -> dict[str, np.ndarray]:
+        out = metrics.compute_all(ranking, jnp.asarray(self.x.gold), jnp.asarray(self.x.risk_levels), k=self.s.k)
+        return {name: np.asarray(v) for name, v in out.items()}
+
+    def metrics(self, v):
+        """(per-query metrics {m: [S, Q]} at the main λ or None, {λ: {m: [S, Q]}} over the grid or None)."""
+        def build():
+            r = self.ranking(v)
+            if not v.lambda_sweep:
+                return self.per_query(r), None
+            lams = self.grid_lambdas(v)
+            grid = self.per_query(r)
+            sweep = {lv: {m: x[i] for m, x in grid.items()} for i, lv in enumerate(lams) if lv in self.s.lambdas}
+            if v.trained_at_lambda:
+                return sweep.get(self.s.main_lambda), sweep
+            return self.per_query(r[lams.index(self.s.main_lambda)]), sweep
+
+        return self._cached(("metrics",) + v.spec(), build)
+
+    def release(self, remaining) -> None:
+        """Forget the rankings no variant in ``remaining`` will reuse (bounds memory over a long list)."""
+        keep = {("ranking",) + u.spec() for u in remaining}
+        keep |= {("ranking",) + _without_rule(u).spec() for u in remaining if u.rule_filter}
+        for key in [k for k in self._memo if k[0] == "ranking" and k not in keep]:
+            del self._memo[key]
+
+
+def select_stress_queries(dense_ranking, gold, risk, n: int):
+    """Table 7's stress queries: gold all safe (not risky) and the dense top-10 holds two or more risky tools.
+
+    When more than n qualify, the n with the most risky tools in the dense top-10 are kept (ties: query order).
+    Returns (indices, rule text).
+    """
+    dense_ranking = np.asarray(dense_ranking)
+    g_risk = np.where(gold >= 0, risk[np.maximum(gold, 0)], 0)
+    safe_gold = ~is_risky(g_risk).any(-1)
+    risky_top10 = is_risky(risk[dense_ranking[:, :STRESS_TOP]]).sum(-1)
+    ok = np.nonzero(safe_gold & (risky_top10 >= STRESS_MIN_RISKY))[0]
+    order = ok[np.lexsort((ok, -risky_top10[ok]))]
+    chosen = np.sort(order[:n])
+    rule = (f"queries whose gold tools all have r <= {RISK_THRESHOLD - 1} and whose dense top-{STRESS_TOP} holds "
+            f">= {STRESS_MIN_RISKY} tools with r >= {RISK_THRESHOLD} "
+            f"({ok.size} qualify); the {min(n, ok.size)} with the most such tools kept, ties by query order")
+    return chosen, rule
+
+
+
+
+
+# ---------------------------------------------------------------------------------------------- reductions
+
+RESULT_METRICS = ("ndcg@5", "ndcg@10", "sndcg@5", "mrr", "recall@10", "success@5", "rvr@5", "srr@5")
+CONTEXT_METRICS = ("safe_rvr@5", "needrisk_hit@5", "rvr@5_high_risk")
+
+
+def reduce_queries(pq: dict, where=None) -> dict[str, np.ndarray]:
+    """Means over the query axis (last), plus the context metrics, each [...] over leading axes."""
+    if where is not None:
+        sel = np.zeros(pq["ndcg@5"].shape[-1], bool)
+        sel[where] = True
+        pq = {k: v[..., sel] for k, v in pq.items()}
+    means = {k: np.asarray(v) for k, v in metrics.mean_metrics({m: pq[m] for m in RESULT_METRICS}).items()}
+    ctx = {k: np.asarray(v) for k, v in metrics.context_metrics(pq).items()}
+    return {**means, **ctx}
+
+
+def pick(reduced: dict, keys) -> dict:
+    """{metric: {"mean", "std"}} over seeds (sample std) of the chosen metrics of ``reduce_queries`` output."""
+    return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
+__all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
+           "RESULT_METRICS", "CONTEXT_METRICS"]

@@ -1,0 +1,93 @@
+"""Stages the sweep and the `riskrank-jax` commands share: timed steps, embedding a benchmark, training a run.
+
+    log = StageLog("demo")
+    emb = log.run("embed (cached)", embed_all, bench, encoder, cache)   # {"tools", "train", <split>...}
+    res = train_run(bench, emb, seeds, TrainConfig(), "core", encoder.model_id, ckpt_root)
+    log.timings, log.peak_rss_mb                                        # seconds and peak memory per stage
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import numpy as np
+
+from riskrank_jax.embed_cache import embed_texts
+from riskrank_jax.train import train_models
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MiB (``resource.getrusage``)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1 << 20) if sys.platform == "darwin" else peak / 1024, 1)  # bytes on macOS, KiB else
+
+
+@dataclass
+class StageLog:
+    """Progress line per stage with its time; times and peak memory end up in results.json."""
+
+    benchmark: str
+    timings: dict = field(default_factory=dict)
+    peak_rss_mb: dict = field(default_factory=dict)
+
+    def run(self, name, fn, *args, **kwargs):
+        click.echo(f"[{self.benchmark}] {name} ...", err=True)
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        dt = time.perf_counter() - t0
+        self.timings[name] = round(self.timings.get(name, 0.0) + dt, 3)
+        self.peak_rss_mb[name] = peak_rss_mb()
+        click.echo(f"[{self.benchmark}] {name} done in {dt:.1f}s (peak RSS {self.peak_rss_mb[name]:.0f} MiB)",
+                   err=True)
+        return out
+
+
+def short_hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def embed_all(bench, encoder, cache) -> dict[str, np.ndarray]:
+    """Embeddings of tools, training queries and each test split; every unique text encoded once."""
+    texts = list(bench.tools.descriptions) + list(bench.train.texts)
+    for qs in bench.tests.values():
+        texts += list(qs.texts)
+    vecs = embed_texts(encoder, texts, cache)
+    n_t, n_tr = bench.tools.size, bench.train.size
+    out = {"tools": vecs[:n_t], "train": vecs[n_t:n_t + n_tr]}
+    pos = n_t + n_tr
+    for split, qs in bench.tests.items():
+        out[split] = vecs[pos:pos + qs.size]
+        pos += qs.size
+    return out
+
+
+def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_root: Path, *, progress=True):
+    """Train (or reuse the checkpoint of) every seed x fold model of one run under <ckpt_root>/<bench>/."""
+    meta = {"benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id, "variant": name,
+            "seeds": list(seeds), "folds": bench.n_folds, "data": bench.fingerprint()}
+    run_dir = Path(ckpt_root) / bench.name / f"{name}-{short_hash([meta, dataclasses.asdict(train_cfg)])}"
+    return train_models(emb["tools"], emb["train"], bench.train.gold, bench.tools.risk, bench.train_fold_mask,
+                        tuple(seeds), train_cfg, checkpoint_dir=run_dir, run_meta=meta, progress=progress)
+
+
+def training_summary(res) -> dict:
+    """Models, their index and each one's best epoch and held-out loss (results.json "training")."""
+    best = np.asarray(res.best_epoch)
+    held = np.asarray(res.heldout_loss)
+    return {
+        "models": len(res.model_index),
+        "model_index": res.model_index,
+        "best_epoch": best.tolist(),
+        "best_heldout_loss": [round(float(held[m, best[m]]), 6) for m in range(best.shape[0])],
+    }
+
+
+__all__ = ["StageLog", "peak_rss_mb", "short_hash", "embed_all", "train_run", "training_summary"]

@@ -1,0 +1,278 @@
+"""`python -m riskrank_jax.sweep`: the paper's experiments (and the beyond-paper variants) in one run.
+
+For each benchmark: embed every text once (cached), train each training run the selected variants need in
+one vmapped program (checkpoints reused), build the ToolGraph(s), then evaluate the declared variants
+(``experiments.variants``) with the evaluation vectorised over queries, seeds and λ values. Writes
+<out>/<benchmark>/{results.json, tables.md, lambda_sweep.png, tradeoff.png}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import jax
+import numpy as np
+
+from riskrank_jax import graph as graph_lib
+from riskrank_jax import model as model_lib
+from riskrank_jax.cli_options import expand_multi_value_options, memory_budget_option, seeds_option
+from riskrank_jax.data import load_benchmark
+from riskrank_jax.embed_cache import EmbeddingCache
+from riskrank_jax.encoder import load_encoder
+from riskrank_jax.errors import RiskRankError
+from riskrank_jax.experiments import report
+from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
+                                               SplitInputs, pick, reduce_queries, select_stress_queries)
+from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
+from riskrank_jax.experiments.throughput import smoothing_throughput
+from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
+from riskrank_jax.paths import REPO_ROOT, default_checkpoint_dir
+from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.train import RiskHeadConfig, train_risk_heads
+
+DEFAULT_ALPHA = {"ultratool": 0.2, "sealtools": 0.02, "demo": 0.2}
+MAIN_SPLIT = {"ultratool": "test", "sealtools": "test_in", "demo": "test"}
+RESULTS_VERSION = 2
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What one sweep over one benchmark computes. ``variants``: names (or "paper"); () = all declared."""
+
+    benchmark: str = "demo"
+    seeds: tuple[int, ...] = (42, 123, 777)
+    lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
+    main_lambda: float = 0.1
+    alpha: float | None = None  # None: the per-benchmark value of DEFAULT_ALPHA
+    k: int = 5
+    n_candidates: int = 100
+    stress_n: int = 30
+    encoder: str | None = None
+    variants: tuple[str, ...] = ()
+    smoothing_benchmark: bool = True
+    epochs: int = 10  # the paper's value; lower only for smoke tests
+    memory_budget: int = DEFAULT_MEMORY_BUDGET  # bytes; does not change results
+
+    @property
+    def alpha_value(self) -> float:
+        return DEFAULT_ALPHA.get(self.benchmark, 0.2) if self.alpha is None else float(self.alpha)
+
+    def key(self) -> dict:
+        """The fields results depend on (everything but the memory budget)."""
+        d = dataclasses.asdict(self)
+        d.pop("memory_budget")
+        return d
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id: str, ckpt_root: Path) -> dict:
+    """{run name: TrainResult, or the risk-only heads' predicted risk [S, N]} for the runs variants need."""
+    needed = set().union(*(v.runs() for v in variants))
+    runs = {}
+    for name, run in TRAINING_RUNS.items():
+        if name not in needed:
+            continue
+        run_cfg = run.make(cfg.epochs, tuple(cfg.lambdas), bench.tools.size)
+        if isinstance(run_cfg, RiskHeadConfig):
+            runs[name] = log.run(f"train {run.label}", risk_only_scores, emb["tools"], bench.tools.risk, cfg.seeds,
+                                 run_cfg)
+        else:
+            runs[name] = log.run(f"train {run.label}", train_run, bench, emb, cfg.seeds, run_cfg, name, encoder_id,
+                                 ckpt_root)
+    return runs
+
+
+def risk_only_scores(t_emb, risk, seeds, config: RiskHeadConfig) -> np.ndarray:
+    """Predicted risk [S, N] of the risk heads trained alone on the registry (one per seed)."""
+    params = train_risk_heads(t_emb, risk, seeds, config)
+    return np.asarray(jax.jit(jax.vmap(model_lib.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
+
+
+def build_graphs(bench, emb) -> dict[str, list]:
+    """{"train": one ToolGraph per fold (co-occurrence from its training queries), "registry": [graph without
+    co-occurrence edges]}."""
+    tools = bench.tools
+    fold_graphs = graph_lib.build_fold_graphs(emb["tools"], tools.perm_mask, tools.risk, bench.train.gold,
+                                              bench.train_fold_mask)
+    empty_gold = np.full((1, 1), -1, np.int32)
+    return {"train": fold_graphs,
+            "registry": [graph_lib.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold)]}
+
+
+def split_inputs(bench, emb, split) -> SplitInputs:
+    qs = bench.tests[split]
+    return SplitInputs(q_emb=np.asarray(emb[split]), fold=np.asarray(bench.test_fold[split]), gold=qs.gold,
+                       query_texts=tuple(qs.texts), t_emb=np.asarray(emb["tools"]), risk_levels=bench.tools.risk,
+                       perm_level=bench.tools.perm_level, tool_texts=tuple(bench.tools.descriptions))
+
+
+def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants) -> dict:
+    """Every section of results.json for one split: main, context, lambda_sweep, edge_ablation, stress."""
+    settings = EvalSettings(tuple(cfg.lambdas), cfg.main_lambda, cfg.alpha_value, cfg.k, cfg.n_candidates,
+                            len(cfg.seeds), cfg.memory_budget)
+    ev = SplitEvaluation(split_inputs(bench, emb, split), runs, graphs, settings)
+    pq, sweeps, edges = {}, {}, {}
+    for i, v in enumerate(variants):
+        main_pq, grid_pq = ev.metrics(v)
+        if main_pq is not None and "main" in v.tables:
+            pq[v.name] = main_pq
+        if main_pq is not None and "edges" in v.tables:
+            edges[v.name] = main_pq
+        if grid_pq is not None:
+            sweeps[v.name] = grid_pq
+        ev.release(variants[i + 1:])
+    reduced = {v: reduce_queries(x) for v, x in pq.items()}
+    main = {v: pick(r, RESULT_METRICS) for v, r in reduced.items()}
+    qs = bench.tests[split]
+    idx, rule_text = select_stress_queries(np.asarray(ev.dense_ranking()), qs.gold, bench.tools.risk, cfg.stress_n)
+    stress_rows = [v.name for v in variants if "stress" in v.tables and v.name in pq]
+    return {
+        "main": main,
+        "context": {v: pick(r, CONTEXT_METRICS) for v, r in reduced.items()},
+        "lambda_sweep": {v: {str(lv): pick(reduce_queries(x), RESULT_METRICS) for lv, x in d.items()}
+                         for v, d in sweeps.items()},
+        "edge_ablation": {n: pick(reduce_queries(x), RESULT_METRICS) for n, x in edges.items()},
+        "stress": {"n": int(idx.size), "selection_rule": rule_text, "query_ids": [qs.ids[i] for i in idx],
+                   "rows": {v: pick(reduce_queries(pq[v], where=idx), ("ndcg@5", "rvr@5", "srr@5"))
+                            for v in (stress_rows if idx.size else [])}},
+        "exposure": {v.name: {m: main[v.name][m] for m in ("rvr@5", "srr@5")}
+                     for v in variants if "exposure" in v.tables and v.name in main},
+    }
+
+
+def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> dict:
+    graph_stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs["train"]]
+    return {
+        "benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id,
+        "seeds": list(cfg.seeds), "lambdas": list(cfg.lambdas), "main_lambda": cfg.main_lambda,
+        "alpha": cfg.alpha_value, "k": cfg.k, "n_candidates": cfg.n_candidates,
+        "main_split": MAIN_SPLIT.get(bench.name), "splits": {s: q.size for s, q in bench.tests.items()},
+        "graph": graph_stats[0] if len(graph_stats) == 1 else {"per_fold": graph_stats},
+        "training": {name: training_summary(r) for name, r in runs.items() if hasattr(r, "model_index")},
+        "main": {}, "lambda_sweep": {}, "edge_ablation": {}, "context": {}, "stress": {}, "exposure": {},
+        "std": "sample standard deviation over seeds (ddof=1); baselines without seeds have std 0",
+    }
+
+
+# ---------------------------------------------------------------------------------------------- one benchmark
+
+
+def _previous_results(path: Path, run_key: str):
+    try:
+        prev = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return prev if prev.get("run_key") == run_key else None
+
+
+def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
+                  force: bool = False, bench=None, encoder=None) -> dict:
+    """Run every stage for one benchmark and write its outputs. `bench` / `encoder` may be given directly
+    (tests inject a tiny benchmark and a fake encoder); otherwise they are loaded by name."""
+    log = StageLog(cfg.benchmark)
+    out_dir = Path(out_root) / cfg.benchmark
+    bench = bench if bench is not None else log.run("load data", load_benchmark, cfg.benchmark, data_dir)
+    encoder = encoder if encoder is not None else log.run("load encoder", load_encoder, cfg.encoder)
+    emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(cache_dir))
+    variants = select_variants(cfg.variants)
+    run_key = short_hash([cfg.key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
+                          [v.spec() for v in variants]])
+    if not force and (prev := _previous_results(out_dir / "results.json", run_key)) is not None:
+        click.echo(f"[{cfg.benchmark}] results up to date ({out_dir / 'results.json'}); skipping (use --force "
+                   "to redo)", err=True)
+        return prev
+
+    runs = train_all(cfg, log, bench, emb, variants, encoder.model_id, ckpt_root)
+    graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb)
+    results = results_header(cfg, bench, encoder.model_id, graphs, runs)
+    for split in bench.tests:
+        sections = log.run(f"evaluate {split}", evaluate_split, cfg, bench, emb, split, runs, graphs, variants)
+        for name, value in sections.items():
+            results[name][split] = value
+    if cfg.smoothing_benchmark:
+        results["smoothing_throughput"] = log.run(
+            "smoothing throughput benchmark", smoothing_throughput, graphs["train"][0],
+            n_queries=next(iter(bench.tests.values())).size, n_candidates=min(cfg.n_candidates, bench.tools.size))
+    results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", timings=log.timings,
+                   peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key)
+    report.write_outputs(results, out_dir)
+    click.echo(f"[{cfg.benchmark}] wrote {out_dir}/results.json, tables.md, lambda_sweep.png, tradeoff.png",
+               err=True)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--benchmark", type=click.Choice(["demo", "ultratool", "sealtools", "all"]), default="demo",
+              show_default=True, help="'all' runs demo, ultratool and sealtools in turn.")
+@click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
+              "(default: the embedded all-MiniLM-L6-v2).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Root of the real benchmarks (default: $RISKRANK_DATA, then ../shared/datasets).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Results root (default: experiments/results).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Checkpoint root (default: checkpoints/).")
+@seeds_option
+@click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
+              help="λ grid of the λ sweep (space-separated after one --lambdas).")
+@click.option("--main-lambda", type=float, default=0.1, show_default=True, help="λ of the main tables.")
+@click.option("--alpha", type=float, default=None, help="Smoothing α (default: 0.2 UltraTool/demo, 0.02 Seal-Tools).")
+@click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics and the rule filter.")
+@click.option("--epochs", type=int, default=10, show_default=True, help="Training epochs (the paper uses 10).")
+@click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
+              help="Evaluate only these variants (space-separated; 'paper' = the paper's rows). Default: all; "
+                   "see riskrank_jax/experiments/variants.py.")
+@click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants.")
+@memory_budget_option
+@click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark.")
+@click.option("--force", is_flag=True, help="Recompute results even when results.json is up to date.")
+def main(benchmark, encoder, data_dir, out_dir, cache_dir, checkpoint_dir, seeds, lambdas, main_lambda, alpha, k,
+         epochs, variant_names, no_extras, memory_budget, no_bench, force):
+    """Reproduce the paper's tables (and the beyond-paper variants) in one run.
+
+    Embeds every text once (cached), trains every model of a training run in one vmapped program
+    (checkpoints reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds;
+    writes results.json, tables.md and figures under experiments/results/<benchmark>/ and prints the main
+    table.
+    """
+    names = tuple(variant_names) + (("paper",) if no_extras else ())
+    try:
+        select_variants(names)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--variants") from None
+    out_root = Path(out_dir).resolve() if out_dir else REPO_ROOT / "experiments" / "results"
+    ckpt_root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
+    t0 = time.perf_counter()
+    try:
+        for name in ["demo", "ultratool", "sealtools"] if benchmark == "all" else [benchmark]:
+            cfg = SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda,
+                              alpha=alpha, k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench,
+                              epochs=epochs, memory_budget=memory_budget)
+            res = run_benchmark(cfg, data_dir=data_dir, out_root=out_root, cache_dir=cache_dir,
+                                ckpt_root=ckpt_root, force=force)
+            click.echo(report.main_table_text(res))
+    except RiskRankError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    click.echo(f"sweep finished in {time.perf_counter() - t0:.1f}s", err=True)
+
+
+def run(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    main.main(args=expand_multi_value_options(argv), prog_name="python -m riskrank_jax.sweep")
+
+
+__all__ = ["SweepConfig", "run_benchmark", "train_all", "build_graphs", "evaluate_split", "main", "run",
+           "DEFAULT_ALPHA", "MAIN_SPLIT"]

@@ -1,0 +1,392 @@
+"""One object that ranks a tool registry: ``Ranker`` (arrays + heads + graph) and its ``RankConfig``.
+
+    ranker = Ranker.from_benchmark(bench, tool_emb, encoder_id=enc.model_id, params=res.model_params(0),
+                                   config=RankConfig(lam=0.1, alpha=0.2, rule_filter=True))
+    ids = ranker.rank(q_emb, k=5)              # int32 [Q, 5], best first
+    parts = ranker.scores(q_emb)               # ScoreParts: relevance, risk_penalty, graph, total, each [Q, N]
+    ranker.save("my_ranker")                   # orbax arrays + manifest.json
+    ranker = Ranker.load("my_ranker", expect_encoder_id=enc.model_id)
+
+Scoring (the stages the experiments use, ``riskrank_jax.scoring`` / ``pipeline`` / ``smoothing``)::
+
+    relevance   f_rel(q, t) of the head, or — zero-shot, no head — the first stage's score (cosine; BM25
+                when first_stage = "bm25")
+    penalised   relevance − λ·risk_scores  (risk_scores: the head's f_risk, else (r − 1)/4 of the labels)
+    total       ToolGraph smoothing of the penalised scores (α > 0 and a graph), else the penalised scores
+    ranking     descending total, ties to the lower tool index; then the rule filter when enabled
+
+``risk_penalty`` = λ·risk_scores and ``graph`` = total − penalised, so total = relevance − risk_penalty +
+graph up to rounding. With ``n_candidates`` only the first stage's top candidates are reranked (the others
+score −inf in ``total``; ranks beyond them follow the first stage). ``rank`` pads the query batch to a
+power-of-two bucket, so its jitted programs compile once per bucket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+
+from riskrank_jax import model as model_lib
+from riskrank_jax import pipeline, retrievers, smoothing
+from riskrank_jax.data.permissions import permission_mask
+from riskrank_jax.errors import RankerError
+from riskrank_jax.graph import ToolGraph, build_tool_graph
+from riskrank_jax.scoring import level_to_score, penalise, rank_order
+
+FORMAT = "riskrank-jax/ranker"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ARRAYS = "arrays"
+FIRST_STAGES = ("none", "dense", "bm25", "hybrid")
+MIN_BUCKET = 8
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """How a Ranker ranks.
+
+    lam: weight λ of the risk penalty; alpha: ToolGraph smoothing α (0: none); k: default list length and
+    the rule filter's accepted-set size; first_stage: "none" (score the whole pool), "dense" (cosine) or
+    "bm25" — the candidate source when ``n_candidates`` is set, and the relevance of a ranker without a head
+    ("none" then means cosine); n_candidates: rerank only the first stage's top-n (None: the full pool);
+    rule_filter with risk_cap / perm_cap / sim_threshold: the audited-registry rule filter.
+    """
+
+    lam: float = 0.1
+    alpha: float = 0.0
+    k: int = 5
+    first_stage: str = "none"
+    n_candidates: int | None = None
+    rule_filter: bool = False
+    risk_cap: int = 1
+    perm_cap: int = 2
+    sim_threshold: float = 0.9
+
+    def __post_init__(self):
+        if self.first_stage == "hybrid":
+            raise NotImplementedError("first_stage='hybrid' (BM25 + dense fusion) is not available yet; "
+                                      "use 'dense' or 'bm25'")
+        if self.first_stage not in FIRST_STAGES:
+            raise RankerError(f"first_stage must be one of none, dense, bm25; got {self.first_stage!r}")
+        if not (self.lam >= 0 and 0 <= self.alpha <= 1 and self.k >= 1):
+            raise RankerError(f"need lam >= 0, 0 <= alpha <= 1 and k >= 1; got lam={self.lam}, "
+                              f"alpha={self.alpha}, k={self.k}")
+        if self.n_candidates is not None and (self.first_stage == "none" or self.n_candidates < 1):
+            raise RankerError("n_candidates needs first_stage 'dense' or 'bm25' and must be >= 1")
+
+
+class ScoreParts(NamedTuple):
+    """Components of a Ranker's scores, each float32 [Q, N] (see the module docstring)."""
+
+    relevance: jax.Array
+    risk_penalty: jax.Array
+    graph: jax.Array
+    total: jax.Array
+
+
+def registry_fingerprint(names, texts, risk_levels) -> str:
+    """sha256 (16 hex digits) of the tool names, texts and risk levels, in order."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(names).encode())
+    h.update(b"\x1e")
+    h.update("\x1f".join(texts).encode())
+    h.update(np.asarray(risk_levels, np.int32).tobytes())
+    return h.hexdigest()[:16]
+
+
+def query_bucket(n: int) -> int:
+    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET."""
+    return max(MIN_BUCKET, 1 << math.ceil(math.log2(max(n, 1))))
+
+
+# ---------------------------------------------------------------------------------------------- pure stages
+
+
+def _graph_tuple(arrays, n_tools: int) -> jraph.GraphsTuple:
+    return jraph.GraphsTuple(nodes=None, edges=arrays["weights"], senders=arrays["senders"],
+                             receivers=arrays["receivers"], n_node=np.array([n_tools], np.int32),
+                             n_edge=np.array([arrays["senders"].shape[0]], np.int32), globals=None)
+
+
+def _penalised(arrays, q_emb, first, config: RankConfig):
+    """(relevance, risk_penalty, penalised), each [Q, N]."""
+    t_emb, risk = arrays["tool_emb"], arrays["risk_scores"]
+    rel = model_lib.relevance_full(arrays["params"], q_emb, t_emb) if "params" in arrays else first
+    return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _full_parts(arrays, q_emb, first, config: RankConfig) -> ScoreParts:
+    rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
+    total = pen
+    if config.alpha > 0 and "senders" in arrays:
+        total = smoothing.smooth_full(pen, _graph_tuple(arrays, pen.shape[-1]), config.alpha)
+    return ScoreParts(rel, risk_penalty, total - pen, total)
+
+
+def _rule(ranking, arrays, config: RankConfig):
+    return pipeline.apply_rule_filter(ranking, arrays["risk_levels"], arrays["perm_level"], arrays["tool_emb"],
+                                      k=config.k, risk_cap=config.risk_cap, perm_cap=config.perm_cap,
+                                      sim_threshold=config.sim_threshold)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def _full_rank(arrays, q_emb, first, config: RankConfig, k: int):
+    ranking = rank_order(_full_parts(arrays, q_emb, first, config).total)
+    return (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _candidate_stage(arrays, q_emb, first, config: RankConfig):
+    """(relevance, risk_penalty, penalised [Q, N], candidates int32 [Q, C])."""
+    rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
+    return rel, risk_penalty, pen, retrievers.top_candidates(first, c=config.n_candidates)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def _candidate_rank(arrays, cand_scores, cand, first, config: RankConfig, k: int):
+    order = pipeline.candidate_ranking(cand_scores, cand)
+    if config.rule_filter:
+        order = _rule(order, arrays, config)
+    return retrievers.candidate_full_ranking(order, rank_order(first))[:, :k]
+
+
+# ---------------------------------------------------------------------------------------------- the Ranker
+
+
+@dataclass(frozen=True, eq=False)
+class Ranker:
+    """Everything needed to rank one registry of N tools (see the module docstring). Build with
+    ``Ranker.build`` / ``Ranker.from_benchmark``, or ``Ranker.load``."""
+
+    encoder_id: str
+    tool_names: tuple[str, ...]
+    tool_texts: tuple[str, ...]
+    tool_emb: np.ndarray  # float32 [N, d]
+    risk_levels: np.ndarray  # int32 [N], 1..5
+    risk_source: tuple[str, ...]  # per tool: where its risk level comes from
+    risk_scores: np.ndarray  # float32 [N], what the penalty multiplies
+    perm_level: np.ndarray  # int32 [N]
+    graph: ToolGraph | None = None
+    params: dict | None = None  # one model's heads; None = zero-shot
+    config: RankConfig = RankConfig()
+    provenance: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------------ construction
+    @classmethod
+    def build(cls, *, encoder_id: str, tool_names, tool_emb, risk_levels, tool_texts=None, perm_level=None,
+              params=None, graph: ToolGraph | None = None, config: RankConfig = RankConfig(), risk_source=None,
+              risk_scores=None, provenance: dict | None = None) -> "Ranker":
+        """Validate and fill defaults: texts = names, perm_level from the texts' permission keywords,
+        risk_source "label", risk_scores = the head's f_risk when params hold one, else (r − 1)/4."""
+        names = tuple(str(n) for n in tool_names)
+        texts = names if tool_texts is None else tuple(str(t) for t in tool_texts)
+        emb = np.asarray(tool_emb, np.float32)
+        levels = np.asarray(risk_levels, np.int32)
+        n = len(names)
+        if emb.ndim != 2 or emb.shape[0] != n or levels.shape != (n,) or len(texts) != n or n == 0:
+            raise RankerError(f"registry arrays disagree: {n} names, {len(texts)} texts, tool_emb {emb.shape}, "
+                              f"risk_levels {levels.shape} (need N >= 1 of each)")
+        if np.any((levels < 1) | (levels > 5)):
+            raise RankerError("risk levels must lie in 1..5")
+        if risk_scores is None:
+            has_head = params is not None and "risk" in params
+            risk_scores = model_lib.risk(params, emb) if has_head else level_to_score(levels)
+        perm = permission_mask(texts).sum(-1) if perm_level is None else perm_level
+        if graph is not None and graph.n_nodes != n:
+            raise RankerError(f"graph has {graph.n_nodes} nodes, registry {n} tools")
+        return cls(encoder_id, names, texts, emb, levels,
+                   ("label",) * n if risk_source is None else tuple(risk_source),
+                   np.asarray(risk_scores, np.float32), np.asarray(perm, np.int32), graph,
+                   None if params is None else jax.tree.map(np.asarray, params), config, dict(provenance or {}))
+
+    @classmethod
+    def from_benchmark(cls, bench, tool_emb, *, encoder_id: str, params=None, config: RankConfig = RankConfig(),
+                       provenance: dict | None = None) -> "Ranker":
+        """A ranker over a benchmark's registry: audited risk labels, and a ToolGraph when config.alpha > 0
+        (co-occurrence edges from the training queries when a head is given, none when zero-shot)."""
+        tools = bench.tools
+        graph = None
+        if config.alpha > 0:
+            gold = bench.train.gold if params is not None else np.full((1, 1), -1, np.int32)
+            graph = build_tool_graph(tool_emb, tools.perm_mask, tools.risk, gold)
+        prov = {"benchmark": bench.name, "protocol": bench.protocol, "data": bench.fingerprint(),
+                **(provenance or {})}
+        return cls.build(encoder_id=encoder_id, tool_names=tools.names, tool_texts=tools.descriptions,
+                         tool_emb=tool_emb, risk_levels=tools.risk, perm_level=tools.perm_level, params=params,
+                         graph=graph, config=config, risk_source=("audited label",) * tools.size,
+                         provenance=prov)
+
+    def with_config(self, config: RankConfig) -> "Ranker":
+        return dataclasses.replace(self, config=config)
+
+    @property
+    def size(self) -> int:
+        return len(self.tool_names)
+
+    @functools.cached_property
+    def registry_fingerprint(self) -> str:
+        return registry_fingerprint(self.tool_names, self.tool_texts, self.risk_levels)
+
+    # ------------------------------------------------------------------------------------ scoring
+    @functools.cached_property
+    def _arrays(self) -> dict:
+        out = {"tool_emb": self.tool_emb, "risk_scores": self.risk_scores, "risk_levels": self.risk_levels,
+               "perm_level": self.perm_level}
+        if self.params is not None:
+            out["params"] = self.params
+        if self.graph is not None:
+            out.update(senders=self.graph.senders, receivers=self.graph.receivers, weights=self.graph.weights)
+        return jax.device_put(out)
+
+    def _inputs(self, q_emb, q_texts):
+        """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
+        q = np.asarray(q_emb, np.float32)
+        if q.ndim != 2 or q.shape[1] != self.tool_emb.shape[1]:
+            raise RankerError(f"query embeddings must be [Q, {self.tool_emb.shape[1]}], got {q.shape}")
+        n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
+        if self.config.first_stage == "bm25":
+            if q_texts is None or len(q_texts) != n_q:
+                raise RankerError("first_stage 'bm25' needs q_texts, one per query embedding")
+            first = retrievers.bm25_scores(list(self.tool_texts), list(q_texts))
+        else:
+            first = np.asarray(retrievers.dense_scores(q, self.tool_emb))
+        return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
+
+    def _candidate_scores(self, q, first):
+        """(rel, risk_penalty, penalised [B, N], candidate scores after smoothing [B, C], candidates [B, C])."""
+        rel, risk_penalty, pen, cand = _candidate_stage(self._arrays, q, first, self.config)
+        cs = pipeline.gather_candidates(pen, cand)
+        if self.config.alpha > 0 and self.graph is not None:
+            cs = smoothing.smooth_candidates(cs, np.asarray(cand), self.graph, self.config.alpha)
+        return rel, risk_penalty, pen, cs, cand
+
+    def scores(self, q_emb, q_texts=None) -> ScoreParts:
+        """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N]."""
+        q, first, n_q = self._inputs(q_emb, q_texts)
+        if self.config.n_candidates is None:
+            parts = _full_parts(self._arrays, q, first, self.config)
+        else:
+            rel, risk_penalty, pen, cs, cand = self._candidate_scores(q, first)
+            rows = jnp.arange(cand.shape[0])[:, None]
+            total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[rows, cand].set(cs)
+            graph = jnp.zeros_like(pen).at[rows, cand].set(cs - pipeline.gather_candidates(pen, cand))
+            parts = ScoreParts(rel, risk_penalty, graph, total)
+        return ScoreParts(*(x[:n_q] for x in parts))
+
+    def rank(self, q_emb, k: int | None = None, q_texts=None) -> np.ndarray:
+        """int32 [Q, k] tool ids, best first (k defaults to config.k)."""
+        k = self.config.k if k is None else int(k)
+        if not 1 <= k <= self.size:
+            raise RankerError(f"k must be in 1..{self.size}, got {k}")
+        q, first, n_q = self._inputs(q_emb, q_texts)
+        if self.config.n_candidates is None:
+            ids = _full_rank(self._arrays, q, first, self.config, k)
+        else:
+            _, _, _, cs, cand = self._candidate_scores(q, first)
+            ids = _candidate_rank(self._arrays, cs, cand, first, self.config, k)
+        return np.asarray(ids[:n_q])
+
+    # ------------------------------------------------------------------------------------ persistence
+    def _array_tree(self) -> dict:
+        tree = {"tool_emb": self.tool_emb, "risk_levels": self.risk_levels, "risk_scores": self.risk_scores,
+                "perm_level": self.perm_level}
+        if self.params is not None:
+            tree["params"] = jax.tree.map(np.asarray, self.params)
+        if self.graph is not None:
+            tree["graph"] = {"senders": self.graph.senders, "receivers": self.graph.receivers,
+                             "weights": self.graph.weights, "type_weights": self.graph.type_weights}
+        return tree
+
+    def save(self, directory) -> Path:
+        """Write <directory>/arrays (orbax) and <directory>/manifest.json; returns the directory."""
+        import orbax.checkpoint as ocp
+
+        d = Path(directory).expanduser().resolve()
+        d.mkdir(parents=True, exist_ok=True)
+        ckpt = ocp.StandardCheckpointer()
+        ckpt.save(d / ARRAYS, self._array_tree(), force=True)
+        ckpt.wait_until_finished()
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "encoder_id": self.encoder_id,
+            "registry_fingerprint": self.registry_fingerprint, "n_tools": self.size,
+            "dim": int(self.tool_emb.shape[1]), "config": dataclasses.asdict(self.config),
+            "tools": {"names": list(self.tool_names), "texts": list(self.tool_texts),
+                      "risk_source": list(self.risk_source)},
+            "head": self.params is not None,
+            "graph_edge_types": None if self.graph is None else list(self.graph.edge_types),
+            "provenance": self.provenance,
+        }
+        tmp = d / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        os.replace(tmp, d / MANIFEST)
+        return d
+
+    @classmethod
+    def load(cls, directory, expect_encoder_id: str | None = None,
+             expect_registry_fingerprint: str | None = None) -> "Ranker":
+        """Read a saved ranker; refuse (RankerError) another format, encoder or registry than expected."""
+        d = Path(directory).expanduser().resolve()
+        m = read_manifest(d)
+        if expect_encoder_id is not None and m["encoder_id"] != expect_encoder_id:
+            raise RankerError(f"{d / MANIFEST}: ranker was built with encoder {m['encoder_id']!r}, but the "
+                              f"caller embeds with {expect_encoder_id!r}; its scores would be meaningless")
+        if expect_registry_fingerprint is not None and m["registry_fingerprint"] != expect_registry_fingerprint:
+            raise RankerError(f"{d / MANIFEST}: ranker was built for registry {m['registry_fingerprint']}, not "
+                              f"{expect_registry_fingerprint} (tool names, texts or risk levels differ)")
+        return _from_saved(d, m)
+
+
+def read_manifest(directory: Path) -> dict:
+    """The manifest of a saved ranker, checked for format and version."""
+    path = Path(directory) / MANIFEST
+    try:
+        m = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RankerError(f"{path}: no saved ranker here (manifest missing)") from None
+    except json.JSONDecodeError as e:
+        raise RankerError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
+        raise RankerError(f"{path}: format {m.get('format')!r} version {m.get('format_version')!r}; this "
+                          f"riskrank-jax reads {FORMAT!r} version {FORMAT_VERSION}")
+    return m
+
+
+def _from_saved(d: Path, m: dict) -> Ranker:
+    import orbax.checkpoint as ocp
+
+    try:
+        tree = ocp.StandardCheckpointer().restore(d / ARRAYS)
+    except Exception as e:  # missing or damaged arrays
+        raise RankerError(f"{d / ARRAYS}: cannot read the ranker's arrays ({e})") from e
+    graph = None
+    if "graph" in tree:
+        g = {k: np.asarray(v) for k, v in tree["graph"].items()}
+        gt = jraph.GraphsTuple(nodes=None, edges=g["weights"], senders=g["senders"], receivers=g["receivers"],
+                               n_node=np.array([m["n_tools"]], np.int32),
+                               n_edge=np.array([g["senders"].shape[0]], np.int32), globals=None)
+        graph = ToolGraph(gt, g["type_weights"], tuple(m["graph_edge_types"]))
+    t = m["tools"]
+    ranker = Ranker.build(encoder_id=m["encoder_id"], tool_names=t["names"], tool_texts=t["texts"],
+                          tool_emb=tree["tool_emb"], risk_levels=tree["risk_levels"], perm_level=tree["perm_level"],
+                          params=tree.get("params"), graph=graph, config=RankConfig(**m["config"]),
+                          risk_source=t["risk_source"], risk_scores=tree["risk_scores"], provenance=m["provenance"])
+    if ranker.registry_fingerprint != m["registry_fingerprint"]:
+        raise RankerError(f"{d}: stored tools do not match the manifest's registry fingerprint (damaged save?)")
+    return ranker
+
+
+__all__ = ["RankConfig", "Ranker", "ScoreParts", "registry_fingerprint", "query_bucket", "read_manifest",
+           "FORMAT_VERSION"]
