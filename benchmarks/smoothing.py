@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from riskrank_jax.graph import build_tool_graph, stats
-from riskrank_jax.throughput import measure_candidates, measure_full
+from riskrank_jax.experiments.throughput import measure_candidates, measure_full
 
 
 def bow_embed(texts, d=512):
