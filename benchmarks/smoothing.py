@@ -10,8 +10,8 @@ Embeddings: a hashed bag-of-words of the text (512-d; default, no model needed),
 riskrank_jax.encoder / embed_cache (cached on disk) with ``--embeddings minilm``.
 Scores are query-tool cosines of those embeddings.
 
-Cost model, paths and timing: see riskrank_jax/throughput.py (this script only builds the cases and prints
-the measurements of riskrank_jax.throughput.measure_full / measure_candidates, plus the dense path with A copied
+Cost model, paths and timing: see riskrank_jax/experiments/throughput.py (this script only builds the cases and prints
+the measurements of riskrank_jax.experiments.throughput.measure_full / measure_candidates, plus the dense path with A copied
 to the device every call).  speedup = time of the first (segment-sum) row / time of this row.
 Timing: median of --repeats calls after one warm-up call (compilation excluded); wall clock on a shared
 2-core CPU, so expect ±20 % noise.
