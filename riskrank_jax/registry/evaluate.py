@@ -51,3 +51,31 @@ def cross_val_scores(emb, risk, folds: int = 5, config: HeadConfig = HeadConfig(
 def score_report(scores, labels) -> dict:
     """{"auc_r>=3", "spearman"} rounded to 4 places."""
     return {"auc_r>=3": round(auc(scores, labels), 4), "spearman": round(spearman(scores, labels), 4)}
+
+
+def compare_sources(learned, texts, risk, floors: dict | None = None) -> dict:
+    """AUC (r >= 3) and Spearman rho of the risk sources alone and combined, for labelled tools.
+
+    learned: f_risk [N] (out-of-fold or from a head trained elsewhere); texts: tool texts [N]; risk: labels
+    [N]. Rows: the learned head (continuous and as a level), the keyword prior (the paper's substring rule
+    and the word rule, counting categories; the word rule's category floors), and the combination that
+    `assess_risk` uses (continuous score and level).
+    """
+    from riskrank_jax.data.permissions import permission_mask, permission_mask_words
+    from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
+    from riskrank_jax.registry.risk_head import levels_from_scores
+
+    floors = DEFAULT_KEYWORD_FLOORS if floors is None else floors
+    f = np.asarray(learned, np.float64)
+    words = permission_mask_words(list(texts))
+    kw = keyword_floor(words, floors)
+    rows = {
+        "learned head f_risk": 1 + 4 * f,
+        "learned head level": levels_from_scores(f),
+        "keywords, substring rule (categories)": permission_mask(list(texts)).sum(1),
+        "keywords, word rule (categories)": words.sum(1),
+        "keywords, word rule (floors)": kw,
+        "combined score max(f_risk, floors)": np.maximum(1 + 4 * f, kw),
+        "combined level (assess_risk)": np.maximum(levels_from_scores(f), kw),
+    }
+    return {k: score_report(v, risk) for k, v in rows.items()}

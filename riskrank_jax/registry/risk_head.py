@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 
@@ -55,6 +55,7 @@ def predict(params: dict, emb) -> np.ndarray:
     return np.asarray(model_lib.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
 
+@lru_cache(maxsize=8)
 def _train_program(n: int, dim: int, config: HeadConfig):
     import jax
     import jax.numpy as jnp
