@@ -177,6 +177,7 @@ def test_unknown_format_lists_accepted_formats(tmp_path):
     ([{"name": "  ", "description": "x"}], ToolSpecError, "without a name"),
     ([{"name": 3, "description": "x"}], ToolSpecError, "name must be a string, got a number"),
     ([{"name": "a", "description": ["x"]}], ToolSpecError, "description of tool 'a' must be a string, got a list"),
+    ([{"name": "a", "description": {"en": "x"}}], ToolSpecError, "must be a string, got an object"),
     ([{"name": "a", "description": "x", "risk": 6}], ToolSpecError, "risk of tool 'a' is 6"),
     ([{"name": "a", "description": "x", "risk": 2.5}], ToolSpecError, "expected an integer 1..5"),
     ([{"name": "a", "description": "x", "risk": True}], ToolSpecError, "risk of tool 'a' is True"),

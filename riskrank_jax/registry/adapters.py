@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from riskrank_jax.registry.errors import ToolSpecError, UnknownFormatError
-from riskrank_jax.registry.formats import Entry, accepted_formats_text, entry_format
+from riskrank_jax.registry.formats import Entry, accepted_formats_text, entry_format, json_kind
 from riskrank_jax.registry.tool import ANNOTATION_DEFAULTS, Annotations, Tool
 
 _MISSING = object()
@@ -20,16 +20,11 @@ FORMAT_LABELS = {"mcp": "MCP", "openai-chat": "OpenAI Chat Completions", "openai
                  "anthropic": "Anthropic", "beir": "BEIR corpus", "plain": "plain list"}
 
 
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
-
-
 def read_entry(entry: Entry, source: str, path: str | None) -> tuple[Tool | None, str | None]:
     """(tool, None) for a tool entry, (None, warning) for a built-in tool that is skipped."""
     fmt = entry_format(entry.item)
     if fmt is None:
-        what = "an object" if isinstance(entry.item, dict) else _kind(entry.item)
+        what = "an object" if isinstance(entry.item, dict) else json_kind(entry.item)
         keys = f" with keys {', '.join(sorted(map(str, entry.item))[:8])}" if isinstance(entry.item, dict) else ""
         raise UnknownFormatError(f"unrecognised tool entry ({what}{keys}); {accepted_formats_text()}",
                                  path, entry.line)
@@ -42,7 +37,7 @@ def read_entry(entry: Entry, source: str, path: str | None) -> tuple[Tool | None
     if fmt == "openai-chat":
         body = entry.item["function"]
         if not isinstance(body, dict):
-            raise ToolSpecError(f"'function' must be an object, got {_kind(body)}", path, entry.line)
+            raise ToolSpecError(f"'function' must be an object, got {json_kind(body)}", path, entry.line)
     return _build(body, entry.item, fmt, source, path, entry.line, entry.server), None
 
 
@@ -53,13 +48,13 @@ def _build(body: dict, outer: dict, fmt: str, source: str, path, line, server) -
     if description is None:
         description = ""
     elif not isinstance(description, str):
-        raise ToolSpecError(f"description of tool '{name}' must be a string, got {_kind(description)}", path, line)
+        raise ToolSpecError(f"description of tool '{name}' must be a string, got {json_kind(description)}", path, line)
     warnings: list[str] = []
     if not description.strip():
         warnings.append("empty description")
     title = body.get("title")
     if title is not None and not isinstance(title, str):
-        warnings.append(f"title ignored: {_kind(title)}, not a string")
+        warnings.append(f"title ignored: {json_kind(title)}, not a string")
         title = None
     params: tuple = ()
     if schema_key is not None:
@@ -81,7 +76,7 @@ def _name(value, fmt: str, path, line) -> str:
     if fmt == "beir" and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        raise ToolSpecError(f"tool name must be a string, got {_kind(value)}", path, line)
+        raise ToolSpecError(f"tool name must be a string, got {json_kind(value)}", path, line)
     if not value.strip():
         raise ToolSpecError("tool without a name (the name is empty)", path, line)
     return value.strip()
@@ -105,19 +100,19 @@ def _risk(name: str, value, path, line) -> int | None:
 def _params(schema, key: str, warnings: list[str]) -> tuple[tuple[str, str], ...]:
     """(name, description) of the schema's top-level properties; problems become warnings."""
     if not isinstance(schema, dict):
-        warnings.append(f"unreadable schema: '{key}' is {_kind(schema)}, not an object")
+        warnings.append(f"unreadable schema: '{key}' is {json_kind(schema)}, not an object")
         return ()
     props = schema.get("properties", {})
     if props is None:
         return ()
     if not isinstance(props, dict):
-        warnings.append(f"unreadable schema: 'properties' is {_kind(props)}, not an object")
+        warnings.append(f"unreadable schema: 'properties' is {json_kind(props)}, not an object")
         return ()
     out = []
     for pname, spec in props.items():
         desc = spec.get("description") if isinstance(spec, dict) else None
         if not isinstance(spec, dict):
-            warnings.append(f"unreadable schema: property '{pname}' is {_kind(spec)}, not an object")
+            warnings.append(f"unreadable schema: property '{pname}' is {json_kind(spec)}, not an object")
         out.append((str(pname), desc.strip() if isinstance(desc, str) else ""))
     return tuple(out)
 
@@ -127,7 +122,7 @@ def _annotations(raw, warnings: list[str]) -> Annotations:
     if raw is None:
         return Annotations()
     if not isinstance(raw, dict):
-        warnings.append(f"annotations ignored: {_kind(raw)}, not an object")
+        warnings.append(f"annotations ignored: {json_kind(raw)}, not an object")
         return Annotations()
     values = dict(ANNOTATION_DEFAULTS)
     declared = set()
@@ -137,7 +132,7 @@ def _annotations(raw, warnings: list[str]) -> Annotations:
             values[hint] = v
             declared.add(hint)
         elif v is not None:
-            warnings.append(f"annotation {hint} ignored: {_kind(v)}, not a boolean")
+            warnings.append(f"annotation {hint} ignored: {json_kind(v)}, not a boolean")
     title = raw.get("title") if isinstance(raw.get("title"), str) else None
     return Annotations(read_only=values["readOnlyHint"], destructive=values["destructiveHint"],
                        idempotent=values["idempotentHint"], open_world=values["openWorldHint"], title=title,

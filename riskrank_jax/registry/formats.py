@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from riskrank_jax.registry.errors import ToolSpecError, UnknownFormatError
+from riskrank_jax.registry.errors import UnknownFormatError
 from riskrank_jax.registry.jsontext import line_of
-from riskrank_jax.registry.tool import ANNOTATION_DEFAULTS, Annotations, Tool
 
 ACCEPTED_FORMATS = (
     "MCP tools/list response, its result {tools: [...]}, a list of MCP Tool objects {name, inputSchema, "
@@ -86,7 +85,7 @@ def iter_entries(doc, path=None, server: str | None = None) -> Iterator[Entry]:
                 yield Entry(item, line_of(item), server)
         return
     if not isinstance(doc, dict):
-        raise UnknownFormatError(f"expected a JSON object or list, got {_kind(doc)}; {accepted_formats_text()}",
+        raise UnknownFormatError(f"expected a JSON object or list, got {json_kind(doc)}; {accepted_formats_text()}",
                                  path, line_of(doc))
     server = _server_name(doc) or server
     if not is_page(doc):
@@ -99,7 +98,7 @@ def iter_entries(doc, path=None, server: str | None = None) -> Iterator[Entry]:
     elif "tools" in doc:
         tools = doc["tools"]
         if not isinstance(tools, list):
-            raise UnknownFormatError(f"'tools' must be a list, got {_kind(tools)}", path, line_of(doc))
+            raise UnknownFormatError(f"'tools' must be a list, got {json_kind(tools)}", path, line_of(doc))
         for item in tools:
             yield Entry(item, line_of(item) or line_of(doc), server)
     elif "error" in doc:
@@ -109,6 +108,10 @@ def iter_entries(doc, path=None, server: str | None = None) -> Iterator[Entry]:
         raise UnknownFormatError("a JSON-RPC response without a 'result'", path, line_of(doc))
 
 
-def _kind(value) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
+def json_kind(value) -> str:
+    """"an object", "a list", "a string", "a boolean", "null" or "a number", for messages."""
+    for kind, name in ((dict, "an object"), (list, "a list"), (str, "a string"), (bool, "a boolean"),
+                       (type(None), "null")):
+        if isinstance(value, kind):
+            return name
+    return "a number"
