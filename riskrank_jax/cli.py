@@ -226,6 +226,108 @@ def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
         click.echo(f"  {label}: {json.dumps(st)}")
 
 
+risk_head_option = click.option(
+    "--risk-head", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+    help="Risk head trained with `riskrank-jax fit-risk` (default: the shipped one, trained on the demo labels "
+         "for the default encoder).")
+
+
+@cli.group()
+def registry():
+    """Your own tool registries: MCP tools/list, OpenAI or Anthropic tool lists, plain JSON/JSONL, BEIR corpora."""
+
+
+@registry.command("audit")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: tools, warnings, summary.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print one CSV row per tool.")
+@click.option("--trust-annotations", is_flag=True,
+              help="Let an MCP readOnlyHint: true lower a tool's risk (by default annotations only raise it).")
+@risk_head_option
+@cache_dir_option
+@encoder_option
+def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_dir, encoder):
+    """Every tool of FILE... with its risk level, the source of that level, permission categories and warnings.
+
+    Formats are detected per file; several files merge into one registry (names used by more than one
+    file become source/name). Risk: a declared `risk` first, else the learned risk head raised by
+    permission keywords and MCP destructiveHint (see docs/registry.md).
+    """
+    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.registry import audit as audit_lib
+    from riskrank_jax.registry import load_registry
+    from riskrank_jax.registry.risk import RiskPolicy
+    from riskrank_jax.registry.risk_head import RiskHead
+
+    if as_json and as_csv:
+        raise click.UsageError("choose one of --json and --csv")
+    reg = _load_registry_quietly(load_registry, files)
+    head = RiskHead.load(risk_head) if risk_head else None
+    scores = None
+    if any(r is None for r in reg.declared_risk):
+        scores = audit_lib.head_scores(reg, load_encoder(encoder), EmbeddingCache(cache_dir), head)
+    report = audit_lib.audit(reg, scores, RiskPolicy(trust_annotations=trust_annotations))
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    for w in reg.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(audit_lib.to_csv(report["tools"]) if as_csv else audit_lib.to_text(report), nl=not as_csv)
+
+
+def _load_registry_quietly(load, files):
+    """load(files) with its RegistryWarnings kept in Registry.warnings instead of printed by Python."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load(list(files))
+
+
+@cli.command("fit-risk")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--benchmark", type=BENCH_CHOICE, default=None,
+              help="Train on a benchmark's audited labels instead of FILE... (whose tools must all declare risk).")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Where to save the head (.npz).")
+@click.option("--no-params", is_flag=True,
+              help="Embed benchmark tools without their parameters (much faster for Seal-Tools' long schemas).")
+@click.option("--epochs", type=int, default=None, help="Training epochs (default: HeadConfig's).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--cv", "folds", type=int, default=5, show_default=True,
+              help="Report k-fold cross-validated AUC (r >= 3) and Spearman rho first; 0 skips it.")
+@data_dir_option
+@cache_dir_option
+@encoder_option
+def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_dir, cache_dir, encoder):
+    """Train a risk head on a labelled registry (FILE... with `risk` on every tool) or a benchmark's labels."""
+    import numpy as np
+
+    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.registry.evaluate import cross_val_scores, score_report
+    from riskrank_jax.registry.labelled import benchmark_tools, registry_tools
+    from riskrank_jax.registry.risk_head import HeadConfig, RiskHead, train_risk_head
+
+    if bool(files) == bool(benchmark):
+        raise click.UsageError("give either FILE... or --benchmark NAME")
+    data = (benchmark_tools(benchmark, data_dir, with_params=not no_params) if benchmark
+            else _load_registry_quietly(registry_tools, files))
+    cfg = HeadConfig(seed=seed) if epochs is None else HeadConfig(seed=seed, epochs=epochs)
+    enc = load_encoder(encoder)
+    emb = embed_texts(enc, list(data.texts), EmbeddingCache(cache_dir))
+    hist = np.bincount(data.risk, minlength=6)[1:]
+    click.echo(f"{data.name}: {len(data.risk)} tools, risk levels 1..5: {' / '.join(map(str, hist))}")
+    metrics = {}
+    if folds > 1:
+        metrics[f"{folds}fold_cv"] = score_report(cross_val_scores(emb, data.risk, folds, cfg), data.risk)
+        click.echo(f"  {folds}-fold CV: AUC(r>=3) {metrics[f'{folds}fold_cv']['auc_r>=3']:.3f}, "
+                   f"Spearman rho {metrics[f'{folds}fold_cv']['spearman']:.3f}")
+    params, losses = train_risk_head(emb, data.risk, cfg)
+    head = RiskHead(params, enc.model_id, data.name, len(data.risk), cfg, metrics=metrics)
+    click.echo(f"  trained {cfg.epochs} epochs (final MSE {losses[-1]:.5f}); saved {head.save(out_path)}")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     cli.main(args=expand_multi_value_options(argv), prog_name="riskrank-jax")

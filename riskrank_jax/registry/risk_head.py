@@ -1,0 +1,182 @@
+"""A stand-alone risk head f_risk(t) = sigmoid(V2 · relu(V1 · E(t) + c1) + c2) for user registries.
+
+It is the dual-head model's risk head (riskrank_jax.model.risk) trained on tool texts alone: mean squared
+error to (r − 1)/4 over a labelled tool set. The package ships one trained on the embedded demo
+benchmark's labels over all-MiniLM-L6-v2 embeddings of `tool_text` (`default_head()`);
+`riskrank-jax fit-risk` trains one on any labelled registry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache, partial
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from riskrank_jax.registry.errors import RiskHeadError
+
+HEAD_FORMAT = "riskrank-risk-head-v1"
+TEXT_VERSION = "tool_text-v1"  # bump when tool_text changes: heads trained on other texts are then refused
+DEFAULT_HEAD_FILE = "demo_minilm_head.npz"
+PARAM_KEYS = ("V1", "c1", "V2", "c2")
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Training settings (one seed). Defaults measured by 5-fold CV on the demo labels (docs/registry.md)."""
+
+    hidden: int = 64
+    epochs: int = 60
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    seed: int = 0
+
+
+def init_head(key, dim: int, hidden: int) -> dict:
+    """{"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, uniform in ±1/√fan_in (as model.init_params)."""
+    import jax
+
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    u = partial(jax.random.uniform, minval=-1.0, maxval=1.0)
+    return {"V1": u(k1, (dim, hidden)) / np.sqrt(dim), "c1": u(k2, (hidden,)) / np.sqrt(dim),
+            "V2": u(k3, (hidden, 1)) / np.sqrt(hidden), "c2": u(k4, (1,)) / np.sqrt(hidden)}
+
+
+def predict(params: dict, emb) -> np.ndarray:
+    """float32 [N] in (0, 1) for embeddings [N, d]; (r − 1)/4 is the training target."""
+    import jax.numpy as jnp
+
+    from riskrank_jax import model as model_lib
+
+    return np.asarray(model_lib.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
+
+
+@lru_cache(maxsize=8)
+def _train_program(n: int, dim: int, config: HeadConfig):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from riskrank_jax import model as model_lib
+
+    batch = min(config.batch_size, n)
+    steps = n // batch
+    opt = optax.adamw(config.lr, weight_decay=config.weight_decay)
+
+    def train(emb, target):
+        key, init_key = jax.random.split(jax.random.key(config.seed))
+        params = init_head(init_key, dim, config.hidden)
+
+        def loss_fn(p, idx):
+            return jnp.mean((model_lib.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
+
+        def step(carry, idx):
+            p, s = carry
+            loss, g = jax.value_and_grad(loss_fn)(p, idx)
+            upd, s = opt.update(g, s, p)
+            return (optax.apply_updates(p, upd), s), loss
+
+        def epoch(carry, ekey):
+            perm = jax.random.permutation(ekey, n)[: steps * batch].reshape(steps, batch)
+            carry, losses = jax.lax.scan(step, carry, perm)
+            return carry, losses.mean()
+
+        (params, _), losses = jax.lax.scan(epoch, (params, opt.init(params)), jax.random.split(key, config.epochs))
+        return params, losses
+
+    return jax.jit(train)
+
+
+def train_risk_head(emb, risk, config: HeadConfig = HeadConfig()) -> tuple[dict, np.ndarray]:
+    """Fit the risk head by MSE to (r − 1)/4.
+
+    Args:
+      emb: float32 [N, d] tool embeddings (L2-normalised).
+      risk: int [N] labels in 1..5.
+    Returns:
+      (params as numpy arrays {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]).
+    """
+    import jax.numpy as jnp
+
+    emb = np.asarray(emb, np.float32)
+    risk = np.asarray(risk)
+    if emb.ndim != 2 or risk.shape != (emb.shape[0],) or emb.shape[0] < 2:
+        raise RiskHeadError(f"need embeddings [N, d] and N labels with N >= 2; got {emb.shape} and {risk.shape}")
+    if not ((risk >= 1) & (risk <= 5)).all():
+        raise RiskHeadError("risk labels must be integers in 1..5")
+    target = (jnp.asarray(risk, jnp.float32) - 1.0) / 4.0
+    params, losses = _train_program(emb.shape[0], emb.shape[1], config)(jnp.asarray(emb), target)
+    return {k: np.asarray(v) for k, v in params.items()}, np.asarray(losses)
+
+
+def levels_from_scores(scores) -> np.ndarray:
+    """int32 [N] in 1..5: the level nearest to 1 + 4·f_risk."""
+    return np.clip(np.rint(1.0 + 4.0 * np.asarray(scores, np.float64)), 1, 5).astype(np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class RiskHead:
+    """Trained parameters with what they were trained on; `encoder_id` must match the embedding encoder."""
+
+    params: dict
+    encoder_id: str
+    trained_on: str
+    n_tools: int
+    config: HeadConfig = HeadConfig()
+    text_version: str = TEXT_VERSION
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return int(self.params["V1"].shape[0])
+
+    def scores(self, emb) -> np.ndarray:
+        """f_risk [N] in (0, 1) of embeddings [N, d]."""
+        return predict(self.params, emb)
+
+    def check_encoder(self, encoder_id: str, dim: int, where: str = "risk head") -> None:
+        if encoder_id != self.encoder_id or dim != self.dim or self.text_version != TEXT_VERSION:
+            raise RiskHeadError(
+                f"the {where} was trained on {self.encoder_id} embeddings (dim {self.dim}, {self.text_version}); "
+                f"this run embeds with {encoder_id} (dim {dim}, {TEXT_VERSION}). Train one for this encoder with "
+                "`riskrank-jax fit-risk --benchmark demo --encoder ... --out HEAD.npz` and pass --risk-head HEAD.npz")
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"format": HEAD_FORMAT, "encoder_id": self.encoder_id, "trained_on": self.trained_on,
+                "n_tools": self.n_tools, "config": asdict(self.config), "text_version": self.text_version,
+                "metrics": self.metrics}
+        with path.open("wb") as fh:
+            np.savez(fh, meta=np.array(json.dumps(meta)), **{k: np.asarray(self.params[k], np.float32)
+                                                              for k in PARAM_KEYS})
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RiskHead":
+        path = Path(path)
+        if not path.is_file():
+            raise RiskHeadError("risk head file not found", path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                params = {k: np.asarray(z[k], np.float32) for k in PARAM_KEYS}
+        except (OSError, ValueError, KeyError) as e:
+            raise RiskHeadError(f"not a risk head file ({type(e).__name__}: {e})", path) from None
+        if meta.get("format") != HEAD_FORMAT:
+            raise RiskHeadError(f"not a risk head file (format {meta.get('format')!r})", path)
+        return cls(params, meta["encoder_id"], meta["trained_on"], int(meta["n_tools"]),
+                   HeadConfig(**meta.get("config", {})), meta.get("text_version", ""), meta.get("metrics", {}))
+
+
+def default_head_path() -> Path:
+    return Path(str(resources.files("riskrank_jax.registry") / DEFAULT_HEAD_FILE))
+
+
+def default_head() -> RiskHead:
+    """The shipped head: demo labels, all-MiniLM-L6-v2 embeddings of tool_text."""
+    return RiskHead.load(default_head_path())

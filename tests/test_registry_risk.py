@@ -1,0 +1,125 @@
+"""Risk of user registries: word-boundary keywords, the combination rule, annotations, the risk head."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from riskrank_jax.data.permissions import (
+    matched_categories,
+    permission_mask,
+    permission_mask_words,
+)
+from riskrank_jax.registry import RiskHeadError, load_registry
+from riskrank_jax.registry.evaluate import auc, cross_val_scores, spearman
+from riskrank_jax.registry.risk import RiskPolicy, assess_risk, keyword_floor
+from riskrank_jax.registry.risk_head import (
+    HeadConfig,
+    RiskHead,
+    default_head,
+    levels_from_scores,
+    train_risk_head,
+)
+
+
+def test_word_boundaries_versus_the_papers_substring_rule():
+    texts = ["api_description: Get the weather forecast", "Evaluate the executive summary",
+             "Deletes files and runs scripts", "runShellCommand", "Tokenize a sentence"]
+    words = permission_mask_words(texts)
+    subs = permission_mask(texts)
+    assert subs[0, 4] and not words[0].any()          # "script" inside "description": substring only
+    assert subs[1, 4] and not words[1].any()          # "eval", "exec" inside longer words
+    assert matched_categories(texts[2]) == ("shell", "write", "code")  # inflections: deletes, runs scripts
+    assert matched_categories(texts[3]) == ("shell",)  # camelCase split
+    assert subs[4, 3] and not words[4].any()          # "token" inside "tokenize"
+
+
+def test_keyword_floor_takes_the_highest_matched_category():
+    mask = permission_mask_words(["Fetch a URL", "Fetch a URL and run a python script", "Execute it", "Nothing here"])
+    floors = {"shell": 3, "write": 3, "secret": 3, "code": 2, "network": 1}
+    assert keyword_floor(mask, floors).tolist() == [1, 2, 3, 1]
+
+
+def _reg(**annotations):
+    return load_registry([{"name": "t", "description": "Show a report.", "inputSchema": {},
+                           "annotations": annotations}])
+
+
+def test_destructive_hint_raises_but_only_when_declared():
+    low = np.array([0.0])  # learned level 1
+    r = assess_risk(_reg(destructiveHint=True), low)
+    assert r.levels.tolist() == [3] and r.sources == (("mcp:destructiveHint",),)
+    assert r.scores.tolist() == [0.5]
+    assert assess_risk(_reg(), low).levels.tolist() == [1]  # default destructiveHint=true does not raise
+    assert assess_risk(_reg(destructiveHint=True, readOnlyHint=True), low).levels.tolist() == [1]
+
+
+def test_annotations_never_lower_unless_trusted():
+    high = np.array([0.76])  # learned level 4
+    ro = _reg(readOnlyHint=True)
+    r = assess_risk(ro, high)
+    assert r.levels.tolist() == [4] and r.sources == (("learned",),)
+    t = assess_risk(ro, high, RiskPolicy(trust_annotations=True))
+    assert t.levels.tolist() == [2] and t.sources == (("mcp:readOnlyHint",),) and t.scores.tolist() == [0.25]
+    secret = load_registry([{"name": "t", "description": "Reveal the stored password.", "inputSchema": {},
+                             "annotations": {"readOnlyHint": True}}])
+    assert assess_risk(secret, high, RiskPolicy(trust_annotations=True)).levels.tolist() == [3]
+    assert assess_risk(_reg(readOnlyHint=True), np.array([0.1]), RiskPolicy(trust_annotations=True)).levels.tolist() == [1]
+
+
+def test_declared_risk_first_and_sources_that_agree():
+    reg = load_registry([
+        {"name": "a", "description": "Delete a file.", "risk": 1, "inputSchema": {}, "annotations": {"destructiveHint": True}},
+        {"name": "b", "description": "Run a shell command.", "inputSchema": {}},
+        {"name": "c", "description": "Run a shell command.", "inputSchema": {}},
+    ])
+    r = assess_risk(reg, np.array([0.9, 0.5, 0.0]))
+    assert r.levels.tolist() == [1, 3, 3]
+    assert r.sources == (("declared",), ("learned", "keywords:shell"), ("keywords:shell",))
+    assert r.categories[1] == ("shell",)
+    no_head = assess_risk(reg)
+    assert no_head.levels.tolist() == [1, 3, 3] and no_head.sources[1] == ("keywords:shell",)
+    assert np.isnan(no_head.learned[1])
+
+
+def test_levels_from_scores():
+    assert levels_from_scores([0.0, 0.12, 0.13, 0.5, 0.9, 1.0]).tolist() == [1, 1, 2, 3, 5, 5]
+
+
+def _clusters(n=80, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    risk = rng.integers(1, 6, n)
+    centre = rng.normal(size=d)
+    emb = rng.normal(size=(n, d)) * 0.3 + np.outer(risk - 3, centre) * 0.3
+    return (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32), risk
+
+
+def test_risk_head_learns_and_round_trips(tmp_path):
+    emb, risk = _clusters()
+    params, losses = train_risk_head(emb, risk, HeadConfig(epochs=40))
+    assert losses[-1] < losses[0]
+    head = RiskHead(params, "enc@x", "synthetic", len(risk), HeadConfig(epochs=40))
+    assert auc(head.scores(emb), risk) > 0.95 and spearman(head.scores(emb), risk) > 0.8
+    oof = cross_val_scores(emb, risk, 4, HeadConfig(epochs=40))
+    assert auc(oof, risk) > 0.85
+    back = RiskHead.load(head.save(tmp_path / "h.npz"))
+    assert np.array_equal(back.scores(emb), head.scores(emb)) and back.config.epochs == 40
+    with pytest.raises(RiskHeadError, match="trained on enc@x embeddings"):
+        back.check_encoder("other", 16)
+
+
+def test_risk_head_bad_files_and_inputs(tmp_path):
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    with pytest.raises(RiskHeadError, match="x.npz: not a risk head file"):
+        RiskHead.load(tmp_path / "x.npz")
+    with pytest.raises(RiskHeadError, match="not found"):
+        RiskHead.load(tmp_path / "missing.npz")
+    with pytest.raises(RiskHeadError, match="1..5"):
+        train_risk_head(np.zeros((4, 3), np.float32), np.array([0, 1, 2, 3]))
+
+
+def test_shipped_head_is_the_demo_head():
+    head = default_head()
+    assert head.trained_on == "demo" and head.n_tools == 263 and head.dim == 384
+    assert head.encoder_id.startswith("sentence-transformers/all-MiniLM-L6-v2@")
+    assert head.metrics["5fold_cv"]["auc_r>=3"] > 0.85
