@@ -14,7 +14,7 @@ it gathers along the minor axis.  So nodes are grouped by in-degree into power-o
 padding < 2x the edges), each bucket's neighbour table is an int32 [m_b, K] array, and one fused loop per
 bucket sums its K gathered rows; queries are processed in blocks of c so that x stays in L2.
 
-Rows of ``buckets`` are padded to a multiple of ``ROW_MULTIPLE`` (slot weight 0), and widths are powers of
+Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``, and widths are powers of
 two, so graphs of similar degree profile share compiled shapes.
 """
 
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ROW_MULTIPLE = 16  # bucket rows are padded to a multiple of this (fewer distinct compiled shapes)
+SLOT_MULTIPLE = 64  # rows x width of a bucket is padded to a multiple of this (fewer distinct compiled shapes)
 SLAB = 32  # widths above this are summed SLAB neighbours per loop step (bounded unrolling)
 
 
@@ -35,6 +35,7 @@ SLAB = 32  # widths above this are summed SLAB neighbours per loop step (bounded
 class NeighbourLayout:
     """In-neighbour tables of a graph with N nodes and E directed edges, nodes bucketed by in-degree.
 
+    Arrays are device arrays (built once per edge structure and cached).
     nbr:  tuple of int32 [m_b, K_b] sender ids (0 in empty slots), one per bucket, K_b a power of two.
     edge: tuple of int32 [m_b, K_b] index of the edge in the input arrays (E in empty slots).
     row_of_node: int32 [N] row of node i in the concatenated bucket outputs; nodes without in-edges point
@@ -43,7 +44,7 @@ class NeighbourLayout:
 
     nbr: tuple
     edge: tuple
-    row_of_node: np.ndarray
+    row_of_node: jax.Array
     n_nodes: int
     n_edges: int
 
@@ -73,7 +74,8 @@ def _build(senders: np.ndarray, receivers: np.ndarray, n: int) -> NeighbourLayou
     nbrs, edges, offset = [], [], 0
     for k in np.unique(width[width > 0]):
         nodes = np.nonzero(width == k)[0]
-        m = -(-nodes.size // ROW_MULTIPLE) * ROW_MULTIPLE
+        mult = max(1, SLOT_MULTIPLE // int(k))
+        m = -(-nodes.size // mult) * mult
         row = np.zeros(n, np.int64)
         row[nodes] = np.arange(nodes.size)
         sel = width[r] == k
@@ -86,7 +88,8 @@ def _build(senders: np.ndarray, receivers: np.ndarray, n: int) -> NeighbourLayou
         row_of_node[nodes] = offset + np.arange(nodes.size)
         offset += m
     row_of_node[width == 0] = offset
-    return NeighbourLayout(tuple(nbrs), tuple(edges), row_of_node, int(n), int(e))
+    dev = lambda a: jnp.asarray(a)  # noqa: E731  (kept on the device: reused by every call)
+    return NeighbourLayout(tuple(map(dev, nbrs)), tuple(map(dev, edges)), dev(row_of_node), int(n), int(e))
 
 
 _CACHE: dict[tuple, NeighbourLayout] = {}
@@ -157,4 +160,4 @@ def propagate_rows(x, nbr_tables, weight_tables, row_of_node):
     return jnp.concatenate(parts)[row_of_node]
 
 
-__all__ = ["NeighbourLayout", "neighbour_layout", "bucket_weights", "propagate_rows", "ROW_MULTIPLE", "SLAB"]
+__all__ = ["NeighbourLayout", "neighbour_layout", "bucket_weights", "propagate_rows", "SLOT_MULTIPLE", "SLAB"]

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.neighbours import ROW_MULTIPLE, bucket_weights, neighbour_layout, propagate_rows
+from riskrank_jax.neighbours import SLOT_MULTIPLE, bucket_weights, neighbour_layout, propagate_rows
 
 
 def edges_of(a):
@@ -28,8 +28,8 @@ def test_layout_buckets_and_product():
     deg = np.bincount(rcv, minlength=n)
     widths = [t.shape[1] for t in lay.nbr]
     assert widths == sorted(widths) and all(k & (k - 1) == 0 for k in widths) and widths[-1] == 64
-    assert all(t.shape[0] % ROW_MULTIPLE == 0 for t in lay.nbr)
-    assert lay.padded_slots >= snd.size and lay.row_of_node[3] == sum(t.shape[0] for t in lay.nbr)
+    assert all(t.size % SLOT_MULTIPLE == 0 for t in lay.nbr)
+    assert lay.padded_slots >= snd.size and int(lay.row_of_node[3]) == sum(t.shape[0] for t in lay.nbr)
     # every edge appears exactly once in the slot tables
     slots = np.concatenate([t.ravel() for t in lay.edge])
     assert np.array_equal(np.sort(slots[slots < snd.size]), np.arange(snd.size))
