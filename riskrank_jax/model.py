@@ -35,6 +35,8 @@ REL_FEATURES = ("concat", "interact")
 _COS_EPS = 1e-8
 # Elements of the largest per-chunk intermediate relevance_full builds by default (2**24 f32 = 64 MiB).
 _CHUNK_BUDGET = 1 << 24
+# Concat head: elements of one fused [C, h, N] block (never stored; 2**19 f32 = 2 MiB keeps it near L2).
+_CONCAT_BLOCK = 1 << 19
 
 
 def rel_input_dim(dim: int, rel_features: str = "concat") -> int:
@@ -158,7 +160,8 @@ def relevance_full(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: i
     per pair. For "interact": W1m · (q⊙t) = ((q ⊙ W1mᵀ) · t) is a per-query [h, d] matrix times tᵀ,
     and the cosine term is a rank-one outer product; |q − t| cannot be decomposed, so that block is
     built per query chunk ([C, N, d]). Queries are processed in chunks of ``query_chunk`` with
-    ``lax.map`` so peak memory is O(C·N·h) (concat) or O(C·N·d) (interact), never O(Q·N·d).
+    ``lax.map`` so peak memory is O(C·N·h) (concat) or O(C·N·d) (interact), never O(Q·N·d); the concat
+    head's [C, h, N] block is fused into its reduction and never stored (see ``_relevance_full_concat``).
 
     Args:
       params: see ``init_params``.
@@ -170,39 +173,73 @@ def relevance_full(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: i
       [Q, N] relevance.
     """
     p = params["rel"]
-    n_q, d = q.shape
+    d = q.shape[1]
+    if rel_features_of(params, d) == "concat":
+        return _relevance_full_concat(p, q, t, query_chunk)
+    return _relevance_full_interact(p, q, t, query_chunk)
+
+
+def _query_chunks(x, chunk: int):
+    """x [Q, ...] -> ([n_chunks, chunk, ...] zero-padded, Q)."""
+    n_q = x.shape[0]
+    n_chunks = -(-n_q // chunk)
+    pad = n_chunks * chunk - n_q
+    return jnp.pad(x, ((0, pad),) + ((0, 0),) * (x.ndim - 1)).reshape((n_chunks, chunk) + x.shape[1:]), n_q
+
+
+def _relevance_full_concat(p, q, t, query_chunk):
+    """Concat head: sigmoid(sum_h w2_h relu(hq_h + ht_h) + b2), tools on the minor axis.
+
+    Each chunk of C queries forms pre [C, h, N] = hq[:, :, None] + htᵀ[None] and reduces over h (a major
+    axis, so the loop over tools vectorises) in one fusion; the second layer is a weighted sum rather than a
+    dot, so the [C, N, h] hidden block is never written to memory.  C defaults to ``_CONCAT_BLOCK / (h N)``
+    (a power of two), small enough that the fused block stays in cache.
+    """
+    d = q.shape[1]
     n_t = t.shape[0]
-    mode = rel_features_of(params, d)
     w1 = p["W1"]
     hidden = w1.shape[1]
     if query_chunk is None:
-        width = hidden if mode == "concat" else max(hidden, d)
-        query_chunk = max(1, _CHUNK_BUDGET // max(1, n_t * width))
-    chunk = max(1, min(int(query_chunk), n_q))
-    n_chunks = -(-n_q // chunk)
-    pad = n_chunks * chunk - n_q
-    qp = jnp.pad(q, ((0, pad), (0, 0))).reshape(n_chunks, chunk, d)
+        query_chunk = 1 << max(0, int(math.log2(max(1, _CONCAT_BLOCK // max(1, hidden * n_t)))))
+    chunk = max(1, min(int(query_chunk), q.shape[0]))
+    hq, n_q = _query_chunks(q @ w1[:d] + p["b1"], chunk)  # [n_chunks, C, h]
+    ht_t = (t @ w1[d : 2 * d]).T  # [h, N]
+    w2 = p["W2"][:, 0]
 
+    def one_chunk(hc):
+        h = jax.nn.relu(hc[:, :, None] + ht_t[None])  # [C, h, N], fused into the reduction
+        return jax.nn.sigmoid(jnp.sum(h * w2[None, :, None], axis=1) + p["b2"][0])  # [C, N]
+
+    return jax.lax.map(one_chunk, hq).reshape(-1, n_t)[:n_q]
+
+
+def _relevance_full_interact(p, q, t, query_chunk):
+    """Interact head: the |q - t| block is built per query chunk ([C, N, d])."""
+    d = q.shape[1]
+    n_t = t.shape[0]
+    w1 = p["W1"]
+    if query_chunk is None:
+        query_chunk = max(1, _CHUNK_BUDGET // max(1, n_t * max(w1.shape[1], d)))
+    chunk = max(1, min(int(query_chunk), q.shape[0]))
+    qp, n_q = _query_chunks(q, chunk)
     hq_all = qp @ w1[:d] + p["b1"]  # [n_chunks, C, h]
     ht = t @ w1[d : 2 * d]  # [N, h]
-    if mode == "interact":
-        w_mul, w_abs, w_cos = w1[2 * d : 3 * d], w1[3 * d : 4 * d], w1[4 * d]
-        t_norm = jnp.linalg.norm(t, axis=-1)
+    w_mul, w_abs, w_cos = w1[2 * d : 3 * d], w1[3 * d : 4 * d], w1[4 * d]
+    t_norm = jnp.linalg.norm(t, axis=-1)
 
     def one_chunk(args):
         qc, hq = args  # [C, d], [C, h]
         pre = hq[:, None, :] + ht[None, :, :]  # [C, N, h]
-        if mode == "interact":
-            scaled = qc[:, :, None] * w_mul[None, :, :]  # [C, d, h]
-            pre = pre + jnp.einsum("nd,cdh->cnh", t, scaled)
-            pre = pre + jnp.abs(qc[:, None, :] - t[None, :, :]) @ w_abs
-            cos = (qc @ t.T) / jnp.maximum(jnp.linalg.norm(qc, axis=-1)[:, None] * t_norm[None, :], _COS_EPS)
-            pre = pre + cos[:, :, None] * w_cos
+        scaled = qc[:, :, None] * w_mul[None, :, :]  # [C, d, h]
+        pre = pre + jnp.einsum("nd,cdh->cnh", t, scaled)
+        pre = pre + jnp.abs(qc[:, None, :] - t[None, :, :]) @ w_abs
+        cos = (qc @ t.T) / jnp.maximum(jnp.linalg.norm(qc, axis=-1)[:, None] * t_norm[None, :], _COS_EPS)
+        pre = pre + cos[:, :, None] * w_cos
         h = jax.nn.relu(pre)
         return jax.nn.sigmoid((h @ p["W2"] + p["b2"])[..., 0])  # [C, N]
 
     out = jax.lax.map(one_chunk, (qp, hq_all))  # [n_chunks, C, N]
-    return out.reshape(n_chunks * chunk, n_t)[:n_q]
+    return out.reshape(-1, n_t)[:n_q]
 
 
 def score(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: int | None = None):

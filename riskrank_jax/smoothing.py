@@ -11,10 +11,14 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
 
     Â = D^-1/2 A D^-1/2,   P = S Âᵀ,   H1 = (1 - α) S + α P,   out = (S + H1) / 2
 
-P is computed as message passing: every directed edge (j -> i, weight w) sends Â_ij * S[:, j] to i,
-summed with ``jax.ops.segment_sum`` over receivers.  The query axis is a trailing feature axis, so one
-gather / segment-sum serves the whole batch; the [E, Q] message buffer is bounded by processing queries
-in chunks with ``lax.map`` (ceil(Q·E / 2^24) equal chunks, i.e. about 64 MiB of float32 messages each).
+P is computed as message passing over in-neighbour lists (``riskrank_jax.neighbours``): nodes are
+bucketed by in-degree into power-of-two widths, every node i sums Â_ij · S[:, j] over its padded list, and
+queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
+neighbour is one contiguous row in cache).  Per-fold graphs share one union edge list; queries are grouped
+by fold so that every block uses one fold's weights.  The neighbour tables are built on the host from the
+GraphsTuple's senders / receivers (cached per edge structure); under a trace (graph arrays not concrete)
+the same result comes from a segment sum over an [E, Q] message buffer (``smooth_full_segment_sum``,
+the former kernel, kept as the reference the benchmarks compare against).
 
 Candidate mode builds, for each query, the subgraph induced by its C candidates (Â renormalised with
 degrees from the induced edges only), batches all queries as one padded ``jraph.GraphsTuple`` (edge budget
@@ -27,6 +31,7 @@ benchmarks and as cross-checks).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,8 +41,10 @@ import jraph
 import numpy as np
 
 from riskrank_jax.graph import ToolGraph
+from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_rows
 
-_MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer
+_MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
+_BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,12 +92,102 @@ def _propagate_shared(scores, senders, receivers, norm_w):
 
 
 @jax.jit
-def _smooth_full_jit(scores, senders, receivers, weights, alpha):
+def _smooth_segment_jit(scores, senders, receivers, weights, alpha):
+    """Message-buffer kernel: one graph, every query (the former ``smooth_full`` kernel)."""
     n = scores.shape[-1]
     norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
     p = _chunked_over_queries(lambda s: _propagate_shared(s, senders, receivers, norm_w), scores,
                               n_edges=senders.shape[0])
     return _combine(scores, p, alpha)
+
+
+def _propagate_per_query(scores, fold, senders, receivers, norm_w):
+    """P for queries that each pick a row of norm_w [F, E] by fold [c]."""
+    n = scores.shape[-1]
+    msg = scores.T[senders] * norm_w[fold].T  # [E, c]
+    return jax.ops.segment_sum(msg, receivers, num_segments=n).T
+
+
+@jax.jit
+def _smooth_folds_segment_jit(scores, query_fold, senders, receivers, weights, alpha):
+    n = scores.shape[-1]
+    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
+    p = _chunked_over_queries(lambda s, f: _propagate_per_query(s, f, senders, receivers, norm_w),
+                              scores, query_fold, n_edges=2 * senders.shape[0])
+    return _combine(scores, p, alpha)
+
+
+# ----------------------------------------------------------------------------------------------------
+# neighbour-list kernel (full pool, one or several graphs on one union edge list)
+
+
+def _block_size(n_nodes: int, itemsize: int, group_sizes: np.ndarray) -> int:
+    """Queries per block c (multiple of 8): the largest c with [N, c] within _BLOCK_BYTES whose padding,
+    when blocks of c queries are filled group by group, is within 5 % of the least possible."""
+    c_max = int(np.clip(_BLOCK_BYTES // max(1, n_nodes * itemsize), 8, 512)) // 8 * 8
+    c_max = min(c_max, -(-int(group_sizes.max(initial=1)) // 8) * 8)
+    cs = np.arange(8, c_max + 1, 8)
+    padded = (-(-group_sizes[None, :] // cs[:, None]) * cs[:, None]).sum(1)
+    return int(cs[np.flatnonzero(padded <= 1.05 * padded.min())[-1]])
+
+
+def _block_plan(query_fold: np.ndarray, n_folds: int, c: int):
+    """Blocks of c queries of one fold each.
+
+    Returns (src int32 [B*c]: query row per block slot, Q for padding; dst int32 [Q]: slot of each query;
+    block_fold int32 [B]).
+    """
+    q = query_fold.shape[0]
+    counts = np.bincount(query_fold, minlength=n_folds)
+    blocks = -(-counts // c)
+    first_slot = (np.cumsum(blocks) - blocks) * c
+    order = np.argsort(query_fold, kind="stable")
+    rank = np.arange(q) - (np.cumsum(counts) - counts)[query_fold[order]]
+    dst = np.empty(q, np.int64)
+    dst[order] = first_slot[query_fold[order]] + rank
+    src = np.full(int(blocks.sum()) * c, q, np.int64)
+    src[dst] = np.arange(q)
+    return src.astype(np.int32), dst.astype(np.int32), np.repeat(np.arange(n_folds), blocks).astype(np.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("c",))
+def _smooth_blocks_jit(scores, src, dst, block_fold, nbr, edge, row_of_node, senders, receivers, weights, alpha,
+                       *, c):
+    """scores [Q, N]; weights [F, E]; every block of c queries (rows src) is propagated with its fold's Â."""
+    n = scores.shape[-1]
+    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
+    w_tables = bucket_weights(edge, norm_w)  # per bucket [F, m_b, K_b]
+    padded = jnp.concatenate([scores, jnp.zeros((1, n), scores.dtype)])
+    xs = jax.lax.optimization_barrier(padded[src].reshape(-1, c, n).transpose(0, 2, 1))  # [B, N, c]
+
+    def block(args):
+        x, f = args
+        return propagate_rows(x, nbr, [w[f] for w in w_tables], row_of_node)
+
+    p = jax.lax.map(block, (xs, block_fold))  # [B, N, c]
+    p = p.transpose(0, 2, 1).reshape(-1, n)[dst]
+    return _combine(scores, p, alpha)
+
+
+def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha):
+    """Neighbour-list smoothing on concrete host arrays; weights [F, E]."""
+    lay = neighbour_layout(senders, receivers, scores.shape[-1])
+    c = _block_size(scores.shape[-1], scores.dtype.itemsize, np.bincount(query_fold, minlength=n_folds))
+    src, dst, block_fold = _block_plan(query_fold, n_folds, c)
+    return _smooth_blocks_jit(scores, src, dst, block_fold, lay.nbr, lay.edge, lay.row_of_node,
+                              jnp.asarray(senders), jnp.asarray(receivers), jnp.asarray(weights),
+                              jnp.asarray(alpha, scores.dtype), c=c)
+
+
+def _concrete(*arrays) -> bool:
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def _graph_arrays(graph, n_cols: int):
+    g = graph.graph if isinstance(graph, ToolGraph) else graph
+    if n_cols != int(np.sum(g.n_node)):
+        raise ValueError(f"scores have {n_cols} columns, graph has {int(np.sum(g.n_node))} nodes")
+    return g.senders, g.receivers, g.edges
 
 
 def smooth_full(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
@@ -103,12 +200,20 @@ def smooth_full(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
     Returns:
       float [Q, N], or [A, Q, N] when alpha is an array.
     """
-    g = graph.graph if isinstance(graph, ToolGraph) else graph
     scores = jnp.asarray(scores)
-    if scores.shape[-1] != int(np.asarray(g.n_node).sum()):
-        raise ValueError(f"scores have {scores.shape[-1]} columns, graph has {int(np.sum(g.n_node))} nodes")
-    return _smooth_full_jit(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
-                            jnp.asarray(alpha, scores.dtype))
+    snd, rcv, w = _graph_arrays(graph, scores.shape[-1])
+    if not _concrete(snd, rcv) or scores.shape[0] == 0:
+        return smooth_full_segment_sum(scores, graph, alpha)
+    return _smooth_lists(scores, np.zeros(scores.shape[0], np.int32), np.asarray(snd), np.asarray(rcv),
+                         jnp.asarray(w)[None], 1, alpha)
+
+
+def smooth_full_segment_sum(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
+    """``smooth_full`` as a segment sum over an [E, Q] message buffer (works on traced graph arrays)."""
+    scores = jnp.asarray(scores)
+    snd, rcv, w = _graph_arrays(graph, scores.shape[-1])
+    return _smooth_segment_jit(scores, jnp.asarray(snd), jnp.asarray(rcv), jnp.asarray(w),
+                               jnp.asarray(alpha, scores.dtype))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -145,27 +250,11 @@ def stack_graphs(graphs: Sequence[ToolGraph]) -> FoldGraphs:
     return FoldGraphs((ukey % n).astype(np.int32), (ukey // n).astype(np.int32), w, n)
 
 
-def _propagate_per_query(scores, fold, senders, receivers, norm_w):
-    """P for queries that each pick a row of norm_w [F, E] by fold [c]."""
-    n = scores.shape[-1]
-    msg = scores.T[senders] * norm_w[fold].T  # [E, c]
-    return jax.ops.segment_sum(msg, receivers, num_segments=n).T
-
-
-@jax.jit
-def _smooth_folds_jit(scores, query_fold, senders, receivers, weights, alpha):
-    n = scores.shape[-1]
-    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
-    p = _chunked_over_queries(lambda s, f: _propagate_per_query(s, f, senders, receivers, norm_w),
-                              scores, query_fold, n_edges=2 * senders.shape[0])
-    return _combine(scores, p, alpha)
-
-
 def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs, alpha):
     """Full-pool smoothing where query q uses graph ``query_fold[q]`` (UltraTool's 5-fold protocol).
 
-    One jitted call, no loop over queries or folds: the fold graphs share a union edge list and each query
-    gathers its fold's normalised weights.
+    One jitted call, no loop over queries or folds: the fold graphs share a union edge list, queries are
+    grouped by fold into blocks, and each block uses its fold's normalised weights.
 
     Args:
       scores: float [Q, N]; query_fold: int [Q] in 0..F-1; graphs: F ToolGraphs (or ``stack_graphs`` of them);
@@ -178,8 +267,13 @@ def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGrap
     qf = np.asarray(query_fold)
     if qf.shape != scores.shape[:1] or (qf.size and (qf.min() < 0 or qf.max() >= fg.n_folds)):
         raise ValueError(f"query_fold must be [Q={scores.shape[0]}] in 0..{fg.n_folds - 1}")
-    return _smooth_folds_jit(scores, jnp.asarray(qf, jnp.int32), jnp.asarray(fg.senders),
-                             jnp.asarray(fg.receivers), jnp.asarray(fg.weights), jnp.asarray(alpha, scores.dtype))
+    if scores.shape[-1] != fg.n_nodes:
+        raise ValueError(f"scores have {scores.shape[-1]} columns, graphs have {fg.n_nodes} nodes")
+    if qf.size == 0:
+        return _smooth_folds_segment_jit(scores, jnp.asarray(qf, jnp.int32), jnp.asarray(fg.senders),
+                                         jnp.asarray(fg.receivers), jnp.asarray(fg.weights),
+                                         jnp.asarray(alpha, scores.dtype))
+    return _smooth_lists(scores, qf.astype(np.int64), fg.senders, fg.receivers, fg.weights, fg.n_folds, alpha)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -376,7 +470,7 @@ smooth_full_dense_kernel = _smooth_full_dense_jit
 smooth_candidates_dense_kernel = _smooth_candidates_dense_jit
 induced_adjacency = _induced_adjacency
 
-__all__ = ["smooth_full", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs", "stack_graphs",
+__all__ = ["smooth_full", "smooth_full_segment_sum", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs", "stack_graphs",
            "FoldGraphs", "normalized_edge_weights", "smooth_full_dense", "smooth_candidates_dense",
            "dense_normalized_adjacency", "smooth_padded_kernel", "smooth_full_dense_kernel",
            "smooth_candidates_dense_kernel", "induced_adjacency"]

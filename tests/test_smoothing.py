@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
@@ -84,16 +85,36 @@ def test_alpha_array_and_graphs_tuple_input():
 
 
 def test_full_chunked_path(monkeypatch):
-    """A tiny message budget forces lax.map over query chunks (with a padded last chunk)."""
+    """Tiny budgets force several query blocks (padded last block) and message-buffer chunks."""
     g = random_graph(3)
     monkeypatch.setattr(smoothing, "_MSG_BUDGET", 3 * g.n_edges)
+    monkeypatch.setattr(smoothing, "_BLOCK_BYTES", 1)  # blocks of 8 queries
     s = np.random.default_rng(3).normal(size=(11, g.n_nodes)).astype(np.float32)  # 11 = 3 + 3 + 3 + 2
     np.testing.assert_allclose(np.asarray(smooth_full(s, g, 0.3)), ref_full(s, g.dense, 0.3), atol=TOL)
+    np.testing.assert_allclose(np.asarray(smoothing.smooth_full_segment_sum(s, g, 0.3)), ref_full(s, g.dense, 0.3),
+                               atol=TOL)
     qf = np.arange(11) % 2
     gs = [g, with_edge_types(g, ("semantic",))]
     out = np.asarray(smooth_full_folds(s, qf, gs, 0.3))
     for q in range(11):
         np.testing.assert_allclose(out[q], ref_full(s[q:q + 1], gs[qf[q]].dense, 0.3)[0], atol=TOL)
+
+
+def test_high_degree_hub_and_traced_graph():
+    """A hub with 70 in-neighbours (width 128: summed in slabs) and parallel query blocks; under jit with the
+    graph arrays traced, the segment-sum path gives the same numbers."""
+    n = 90
+    hub = np.zeros((n, n), np.float32)
+    hub[0, 1:71] = hub[1:71, 0] = np.linspace(0.1, 1.0, 70)
+    hub[5, 6] = hub[6, 5] = 0.5
+    r, snd = np.nonzero(hub)
+    g = jraph.GraphsTuple(nodes=None, edges=hub[r, snd], senders=snd.astype(np.int32), receivers=r.astype(np.int32),
+                          n_node=np.array([n]), n_edge=np.array([r.size]), globals=None)
+    s = np.random.default_rng(11).normal(size=(20, n)).astype(np.float32)
+    out = np.asarray(smooth_full(s, g, 0.4))
+    np.testing.assert_allclose(out, ref_full(s, hub, 0.4), atol=TOL)
+    traced = jax.jit(lambda s, snd, rcv, w: smooth_full(s, g._replace(senders=snd, receivers=rcv, edges=w), 0.4))
+    np.testing.assert_allclose(np.asarray(traced(s, g.senders, g.receivers, g.edges)), out, atol=1e-6)
 
 
 def test_subset_graph_changes_result():

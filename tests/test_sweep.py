@@ -90,7 +90,7 @@ def test_results_shape_and_ranges(sweep_run):
     assert set(saved["edge_ablation"]["test"]) == {"no_graph", "cooccur", "semantic", "permission",
                                                    "risk_cooccur", "all_four"}
     assert [r["path"] for r in saved["smoothing_throughput"]["rows"]][:3] == [
-        "jraph_segment_sum", "scipy_sparse", "dense_matmul"]
+        "riskrank_jax", "scipy_sparse", "dense_matmul"]
 
 
 def test_consistency_between_rows(sweep_run):

@@ -12,7 +12,7 @@ from riskrank_jax.smoothing import candidate_subgraphs
 from riskrank_jax.experiments.throughput import random_scores, smoothing_throughput, top_candidates
 
 N, Q, C, D = 200, 50, 20, 16
-PATHS = ["jraph_segment_sum", "scipy_sparse", "dense_matmul"]
+PATHS = ["riskrank_jax", "scipy_sparse", "dense_matmul"]
 KEYS = {"mode", "path", "queries_per_s", "edges_per_s", "ratio_vs_dense", "bytes_per_call", "flops_per_call"}
 
 

@@ -7,7 +7,7 @@ Usage::
 ``benchmarks/smoothing.py`` prints the same measurements (plus a few extra variants) as tables.
 
 Paths (alpha = 0.2, float32):
-  full pool   jraph_segment_sum  ``smooth_full`` with the graph's index/weight arrays already on the device
+  full pool   riskrank_jax  ``smooth_full`` (degree-bucketed neighbour lists) with the graph's index/weight arrays already on the device
               scipy_sparse       (S Âᵀ) as CSR @ dense on the host (scipy is CPU-only: "host": true)
               dense_matmul       the jitted dense kernel with A [N, N] already on the device
   candidates  each query on the subgraph induced by its top-C candidates; every path is timed end to end
@@ -45,7 +45,7 @@ from riskrank_jax.smoothing import (candidate_subgraphs, induced_adjacency, smoo
                                     smooth_full_dense, smooth_full_dense_kernel, smooth_padded_kernel)
 
 ALPHA = 0.2
-PATHS = ("jraph_segment_sum", "scipy_sparse", "dense_matmul")
+PATHS = ("riskrank_jax", "scipy_sparse", "dense_matmul")
 COST_MODEL = ("float32; full: sparse flops=2QE+4QN, bytes=8QN+12E (+8QE segment-sum message buffer), "
               "dense flops=2QN^2+4QN, bytes=4N^2+8QN; candidates (Q graphs of C nodes, E=induced edges, "
               "E_pad=padded edge budget): sparse flops=2E+4QC, bytes=8QC+12E_pad (+8E_pad segment-sum "
@@ -112,7 +112,7 @@ def top_candidates(scores: np.ndarray, n_candidates: int) -> np.ndarray:
 def cost_full(q: int, n: int, e: int) -> dict[str, tuple[float, float]]:
     """(flops, bytes) per call of each path in full-pool mode (see the module docstring)."""
     f_sp, b_sp = 2.0 * q * e + 4.0 * q * n, 8.0 * q * n + 12.0 * e
-    return {"jraph_segment_sum": (f_sp, b_sp + 8.0 * q * e),
+    return {"riskrank_jax": (f_sp, b_sp + 8.0 * q * e),
             "scipy_sparse": (f_sp, b_sp),
             "dense_matmul": (2.0 * q * n * n + 4.0 * q * n, 4.0 * n * n + 8.0 * q * n)}
 
@@ -120,7 +120,7 @@ def cost_full(q: int, n: int, e: int) -> dict[str, tuple[float, float]]:
 def cost_candidates(q: int, c: int, e: int, e_pad: int) -> dict[str, tuple[float, float]]:
     """(flops, bytes) per call of each path in candidate mode (see the module docstring)."""
     f_sp, b_sp = 2.0 * e + 4.0 * q * c, 8.0 * q * c + 12.0 * e_pad
-    return {"jraph_segment_sum": (f_sp, b_sp + 8.0 * e_pad),
+    return {"riskrank_jax": (f_sp, b_sp + 8.0 * e_pad),
             "scipy_sparse": (f_sp, b_sp),
             "dense_matmul": (2.0 * q * c * c + 4.0 * q * c, 4.0 * q * c * c + 8.0 * q * c)}
 
@@ -149,7 +149,7 @@ def measure_full(graph: ToolGraph, scores: np.ndarray, repeats: int, *, with_tra
     g_dev = _on_device(graph)
     dense = jnp.asarray(graph.dense)
     alpha = jnp.float32(ALPHA)
-    sec = {"jraph_segment_sum": timeit(lambda: smooth_full(s, g_dev, alpha), repeats),
+    sec = {"riskrank_jax": timeit(lambda: smooth_full(s, g_dev, alpha), repeats),
            "scipy_sparse": timeit(lambda: scipy_full(s_np, a_hat_t), repeats)}
     if with_transfer:
         sec["dense_matmul_incl_transfer"] = timeit(lambda: smooth_full_dense(s, graph, ALPHA), repeats)
@@ -175,10 +175,10 @@ def measure_candidates(graph: ToolGraph, scores: np.ndarray, n_candidates: int, 
     snd, rcv, w = (jnp.asarray(x) for x in (padded.senders, padded.receivers, padded.edges))
     a_sub = jnp.asarray(induced_adjacency(cand, graph))
     alpha = jnp.float32(ALPHA)
-    sec = {"jraph_segment_sum": timeit(lambda: smooth_candidates(s, cand, graph, alpha), repeats),
+    sec = {"riskrank_jax": timeit(lambda: smooth_candidates(s, cand, graph, alpha), repeats),
            "scipy_sparse": timeit(lambda: scipy_candidates(cs, cand, graph), repeats),
            "dense_matmul": timeit(lambda: smooth_candidates_dense(s, cand, graph, alpha), repeats)}
-    kern = {"jraph_segment_sum": timeit(lambda: smooth_padded_kernel(s, snd, rcv, w, alpha), repeats),
+    kern = {"riskrank_jax": timeit(lambda: smooth_padded_kernel(s, snd, rcv, w, alpha), repeats),
             "dense_matmul": timeit(lambda: smooth_candidates_dense_kernel(s, a_sub, alpha), repeats)}
     return {"q": q, "c": c, "n": n, "e": e, "e_pad": e_pad, "seconds": sec, "kernel_seconds": kern,
             "cost": cost_candidates(q, c, e, e_pad)}

@@ -1,0 +1,163 @@
+"""Padded in-neighbour lists bucketed by degree: the CPU-friendly kernel behind full-pool smoothing.
+
+Usage::
+
+    lay = neighbour_layout(senders, receivers, n_nodes)        # host-side, cached per edge structure
+    w_b = bucket_weights(lay, norm_w)                          # [F, E] edge values -> per-bucket [F, m_b, K_b]
+    pt = propagate_rows(x, lay, [w[f] for w in w_b])           # x [N, c] -> y [N, c], y_i = sum_{j->i} w_ji x_j
+
+Why this layout (measured on the 2,032-tool UltraTool fold graph, 14.5k directed edges, 1,000 queries, see
+``benchmarks/smoothing.py``): a segment sum over an [E, Q] message buffer writes and re-reads 58 MB and its
+scatter runs element by element; XLA's CPU gather, fused into an add, costs about 0.2 ns per element when it
+copies whole rows of a cache-resident [N, c] block (c queries along the minor axis) and ten times more when
+it gathers along the minor axis.  So nodes are grouped by in-degree into power-of-two widths K (1, 2, 4, ...,
+padding < 2x the edges), each bucket's neighbour table is an int32 [m_b, K] array, and one fused loop per
+bucket sums its K gathered rows; queries are processed in blocks of c so that x stays in L2.
+
+Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``, and widths are powers of
+two, so graphs of similar degree profile share compiled shapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SLOT_MULTIPLE = 64  # rows x width of a bucket is padded to a multiple of this (fewer distinct compiled shapes)
+SLAB = 32  # widths above this are summed SLAB neighbours per loop step (bounded unrolling)
+
+
+@dataclass(frozen=True, eq=False)
+class NeighbourLayout:
+    """In-neighbour tables of a graph with N nodes and E directed edges, nodes bucketed by in-degree.
+
+    Arrays are device arrays (built once per edge structure and cached).
+    nbr:  tuple of int32 [m_b, K_b] sender ids (0 in empty slots), one per bucket, K_b a power of two.
+    edge: tuple of int32 [m_b, K_b] index of the edge in the input arrays (E in empty slots).
+    row_of_node: int32 [N] row of node i in the concatenated bucket outputs; nodes without in-edges point
+      at row M = sum m_b, a zero row.
+    """
+
+    nbr: tuple
+    edge: tuple
+    row_of_node: jax.Array
+    n_nodes: int
+    n_edges: int
+
+    @property
+    def padded_slots(self) -> int:
+        """Gathered rows per query: sum of m_b * K_b (>= E)."""
+        return int(sum(int(np.prod(a.shape)) for a in self.nbr))
+
+
+def _width(deg: np.ndarray) -> np.ndarray:
+    """Power-of-two bucket width per node (0 for nodes without in-edges)."""
+    w = np.zeros(deg.shape, np.int64)
+    pos = deg > 0
+    w[pos] = 1 << np.ceil(np.log2(deg[pos])).astype(np.int64)
+    return w
+
+
+def _build(senders: np.ndarray, receivers: np.ndarray, n: int) -> NeighbourLayout:
+    e = senders.shape[0]
+    order = np.argsort(receivers, kind="stable")
+    r, s = receivers[order], senders[order]
+    deg = np.bincount(r, minlength=n)
+    start = np.cumsum(deg) - deg
+    slot = np.arange(e) - start[r]
+    width = _width(deg)
+    row_of_node = np.full(n, 0, np.int32)
+    nbrs, edges, offset = [], [], 0
+    for k in np.unique(width[width > 0]):
+        nodes = np.nonzero(width == k)[0]
+        mult = max(1, SLOT_MULTIPLE // int(k))
+        m = -(-nodes.size // mult) * mult
+        row = np.zeros(n, np.int64)
+        row[nodes] = np.arange(nodes.size)
+        sel = width[r] == k
+        nb = np.zeros((m, k), np.int32)
+        ed = np.full((m, k), e, np.int32)
+        nb[row[r[sel]], slot[sel]] = s[sel]
+        ed[row[r[sel]], slot[sel]] = order[sel]
+        nbrs.append(nb)
+        edges.append(ed)
+        row_of_node[nodes] = offset + np.arange(nodes.size)
+        offset += m
+    row_of_node[width == 0] = offset
+    dev = lambda a: jnp.asarray(a)  # noqa: E731  (kept on the device: reused by every call)
+    return NeighbourLayout(tuple(map(dev, nbrs)), tuple(map(dev, edges)), dev(row_of_node), int(n), int(e))
+
+
+_CACHE: dict[tuple, NeighbourLayout] = {}
+_CACHE_SIZE = 32
+
+
+def neighbour_layout(senders, receivers, n_nodes: int) -> NeighbourLayout:
+    """Bucketed in-neighbour tables of the directed edges (senders[e] -> receivers[e]); cached by content.
+
+    Args:
+      senders, receivers: int [E] node ids in 0..n_nodes-1 (any order; parallel edges are kept).
+    """
+    snd = np.asarray(senders, np.int32)
+    rcv = np.asarray(receivers, np.int32)
+    if snd.shape != rcv.shape or snd.ndim != 1:
+        raise ValueError(f"senders {snd.shape} and receivers {rcv.shape} must be equal 1-D arrays")
+    if snd.size and (min(snd.min(), rcv.min()) < 0 or max(snd.max(), rcv.max()) >= n_nodes):
+        raise ValueError(f"edge endpoints must lie in 0..{n_nodes - 1}")
+    key = (int(n_nodes), hashlib.blake2b(snd.tobytes() + b"|" + rcv.tobytes(), digest_size=16).digest())
+    lay = _CACHE.get(key)
+    if lay is None:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        lay = _CACHE[key] = _build(snd, rcv, int(n_nodes))
+    return lay
+
+
+def bucket_weights(edge_tables, values):
+    """Per-bucket slot values from per-edge values: values [..., E] -> tuple of [..., m_b, K_b] (0 in empty slots)."""
+    padded = jnp.concatenate([values, jnp.zeros(values.shape[:-1] + (1,), values.dtype)], axis=-1)
+    return tuple(padded[..., t] for t in edge_tables)
+
+
+def _bucket_sum(x, nb, w):
+    """sum_k w[:, k, None] * x[nb[:, k]]: [m, c] for x [N, c], nb / w [m, K]."""
+    def slab_sum(nb_s, w_s):
+        acc = x[nb_s[:, 0]] * w_s[:, 0, None]
+        for k in range(1, nb_s.shape[1]):
+            acc = acc + x[nb_s[:, k]] * w_s[:, k, None]
+        return acc
+
+    nb, w = jnp.asarray(nb), jnp.asarray(w)
+    m, width = nb.shape
+    if width <= SLAB:
+        return slab_sum(nb, w)
+    n_slabs = width // SLAB
+    nb_s = nb.reshape(m, n_slabs, SLAB).transpose(1, 0, 2)
+    w_s = w.reshape(m, n_slabs, SLAB).transpose(1, 0, 2)
+
+    def body(i, acc):
+        return acc + slab_sum(nb_s[i], w_s[i])
+
+    return jax.lax.fori_loop(0, n_slabs, body, jnp.zeros((m, x.shape[1]), x.dtype))
+
+
+def propagate_rows(x, nbr_tables, weight_tables, row_of_node):
+    """y = Â x for one block of columns: y_i = sum_k w_b[i, k] x[nbr_b[i, k]].
+
+    Args:
+      x: [N, c] (c queries on the minor axis, so every gather copies a contiguous row).
+      nbr_tables / weight_tables: per-bucket int32 / float [m_b, K_b] (``NeighbourLayout.nbr``, ``bucket_weights``).
+      row_of_node: int32 [N] (``NeighbourLayout.row_of_node``).
+    Returns:
+      [N, c].
+    """
+    parts = [_bucket_sum(x, nb, w) for nb, w in zip(nbr_tables, weight_tables)]
+    parts.append(jnp.zeros((1, x.shape[1]), x.dtype))
+    return jnp.concatenate(parts)[row_of_node]
+
+
+__all__ = ["NeighbourLayout", "neighbour_layout", "bucket_weights", "propagate_rows", "SLOT_MULTIPLE", "SLAB"]
