@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from riskrank_jax.data.permissions import PERMISSION_CATEGORIES, permission_mask
+from riskrank_jax.data.permissions import PERMISSION_CATEGORIES, permission_mask, split_identifier
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +45,12 @@ class ToolRegistry:
 
     def index_of(self) -> dict[str, int]:
         return {n: i for i, n in enumerate(self.names)}
+
+    @property
+    def named_texts(self) -> tuple[str, ...]:
+        """"<name words>: <description>" per tool ("getWeatherForecast" -> "get weather forecast: ..."), the
+        text the beyond-paper hybrid / rerank variants embed (the paper embeds descriptions alone)."""
+        return tuple(f"{split_identifier(n).strip()}: {d}" for n, d in zip(self.names, self.descriptions))
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,8 +21,9 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax import pipeline as P
-from riskrank_jax import retrievers
+from riskrank_jax import rerank, retrievers
 from riskrank_jax.graph import with_edge_types
+from riskrank_jax.hybrid import fuse
 from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
@@ -36,7 +37,8 @@ def _without_rule(v):
 @dataclass(frozen=True, eq=False)
 class SplitInputs:
     """One split's queries and the registry, as arrays. q_emb [Q, d], fold int [Q], gold [Q, G]; t_emb
-    [N, d], risk_levels / perm_level int [N], tool_texts / query_texts for BM25."""
+    [N, d], risk_levels / perm_level int [N], tool_texts / query_texts for BM25; named_t_emb [N, d] and
+    named_tool_texts: the same for tool texts "<name words>: <description>"."""
 
     q_emb: np.ndarray
     fold: np.ndarray
@@ -46,6 +48,12 @@ class SplitInputs:
     risk_levels: np.ndarray
     perm_level: np.ndarray
     tool_texts: tuple[str, ...]
+    named_t_emb: np.ndarray | None = None
+    named_tool_texts: tuple[str, ...] | None = None
+
+    def tools(self, text: str):
+        """(embeddings, texts) of the tools for a variant's ``tool_text``."""
+        return (self.t_emb, self.tool_texts) if text == "description" else (self.named_t_emb, self.named_tool_texts)
 
 
 @dataclass(frozen=True)
@@ -72,17 +80,37 @@ class SplitEvaluation:
         return self._memo[key]
 
     # ------------------------------------------------------------------------------------ first stages
-    def dense(self):
+    def dense(self, text: str = "description"):
         """Cosine [Q, N]."""
-        return self._cached("dense", lambda: retrievers.dense_scores(jnp.asarray(self.x.q_emb),
-                                                                     jnp.asarray(self.x.t_emb)))
+        return self._cached(("dense", text), lambda: retrievers.dense_scores(
+            jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
         return self._cached("dense_rank", lambda: rank_order(self.dense()))
 
-    def bm25(self):
-        return self._cached("bm25", lambda: jnp.asarray(
-            retrievers.bm25_scores(list(self.x.tool_texts), list(self.x.query_texts))))
+    def bm25(self, text: str = "description"):
+        return self._cached(("bm25", text), lambda: jnp.asarray(
+            retrievers.bm25_scores(list(self.x.tools(text)[1]), list(self.x.query_texts))))
+
+    def hybrid(self, text: str = "description"):
+        """The hybrid first stage [Q, N], each query with the fusion weight chosen on its fold's training queries."""
+        w = jnp.asarray(self.runs["hybrid_weights"][text], jnp.float32)[jnp.asarray(self.x.fold)][:, None]
+        return self._cached(("hybrid", text), lambda: fuse(self.dense(text), self.bm25(text), w))
+
+    def first_stage(self, v):
+        """Candidate source and base order of a candidate-mode variant: [Q, N] scores."""
+        return self.dense() if v.first_stage == "dense" else self.hybrid(v.tool_text)
+
+    def first_stage_ranking(self, v):
+        return self.dense_ranking() if v.first_stage == "dense" else self._cached(
+            ("hybrid_rank", v.tool_text), lambda: rank_order(self.hybrid(v.tool_text)))
+
+    def reranked(self, text: str):
+        """The correction reranker's gated scores [S, Q, N] (each query under its fold's models)."""
+        t_emb, _ = self.x.tools(text)
+        return self._cached(("rerank", text), lambda: rerank.rerank_scores(
+            self.runs["rerank"], self.x.q_emb, t_emb, self.bm25(text), n_seeds=self.s.n_seeds,
+            test_fold=self.x.fold))
 
     def head(self, run: str, n_seeds: int):
         """(rel [S', Q, N], risk [S', Q|1, N]) of a trained run, each query under its fold's models."""
@@ -91,17 +119,27 @@ class SplitEvaluation:
             memory_budget=self.s.memory_budget))
 
     # ------------------------------------------------------------------------------------ scores
+    def main_lambda(self, v) -> float:
+        return self.s.main_lambda if v.lam is None else v.lam
+
+    def sweep_lambdas(self, v) -> tuple[float, ...]:
+        return tuple(self.s.lambdas) if v.lambdas is None else tuple(v.lambdas)
+
     def grid_lambdas(self, v) -> tuple[float, ...]:
-        lams = tuple(self.s.lambdas)
-        if not v.trained_at_lambda and self.s.main_lambda not in lams:
-            lams = lams + (self.s.main_lambda,)
+        lams = self.sweep_lambdas(v)
+        if not v.trained_at_lambda and self.main_lambda(v) not in lams:
+            lams = lams + (self.main_lambda(v),)
         return lams
 
     def _relevance_and_risk(self, v):
         if v.relevance == "dense":
-            rel = self.dense()[None]
+            rel = self.dense(v.tool_text)[None]
         elif v.relevance == "bm25":
-            rel = self.bm25()[None]
+            rel = self.bm25(v.tool_text)[None]
+        elif v.relevance == "hybrid":
+            rel = self.hybrid(v.tool_text)[None]
+        elif v.relevance == "rerank":
+            rel = self.reranked(v.tool_text)
         else:
             rel, head_risk = self.head(v.train, self.s.n_seeds)
         if v.risk == "head":
@@ -127,8 +165,8 @@ class SplitEvaluation:
 
     def scores(self, v):
         """Penalised scores: [L, S, Q, N] for λ-sweep variants (λ from ``grid_lambdas``), else [S, Q, N]."""
-        key = ("scores", v.relevance, v.train if v.runs() else None, v.risk, v.lam, v.lambda_sweep,
-               v.trained_at_lambda)
+        key = ("scores", v.relevance, v.tool_text, v.lambdas, v.train if v.runs() else None, v.risk, v.lam,
+               v.lambda_sweep, v.trained_at_lambda)
 
         def build():
             if v.trained_at_lambda:
@@ -138,7 +176,7 @@ class SplitEvaluation:
                 return rel
             if v.lambda_sweep:
                 return penalise(rel, risk, jnp.asarray(self.grid_lambdas(v)))
-            return penalise(rel, risk, self.s.main_lambda if v.lam is None else v.lam)
+            return penalise(rel, risk, self.main_lambda(v))
 
         return self._cached(key, build)
 
@@ -150,14 +188,14 @@ class SplitEvaluation:
         return graphs
 
     def _candidate_ranking(self, v, s):
-        cand = retrievers.top_candidates(self.dense(), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
+        cand = retrievers.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
         cs = P.gather_candidates(s, cand)
         if v.graph:
             cs = P.smooth_candidates_per_fold(cs, np.asarray(cand), self.graph_list(v), self.x.fold, self.s.alpha)
         return P.candidate_ranking(cs, cand)
 
-    def _full_ranking(self, candidate_ranking):
-        base = self.dense_ranking()
+    def _full_ranking(self, v, candidate_ranking):
+        base = self.first_stage_ranking(v)
         base = jnp.broadcast_to(base, candidate_ranking.shape[:-2] + base.shape)
         flat = retrievers.candidate_full_ranking(candidate_ranking.reshape(-1, candidate_ranking.shape[-1]),
                                                  base.reshape(-1, base.shape[-1]))
@@ -174,7 +212,7 @@ class SplitEvaluation:
             s = self.scores(v)
             if v.candidates:
                 r = self._candidate_ranking(v, s)
-                return self._full_ranking(self._rule(r) if v.rule_filter else r)
+                return self._full_ranking(v, self._rule(r) if v.rule_filter else r)
             if v.rule_filter:
                 return self._rule(self.ranking(_without_rule(v)))
             if v.graph:
@@ -196,10 +234,11 @@ class SplitEvaluation:
                 return self.per_query(r), None
             lams = self.grid_lambdas(v)
             grid = self.per_query(r)
-            sweep = {lv: {m: x[i] for m, x in grid.items()} for i, lv in enumerate(lams) if lv in self.s.lambdas}
+            sweep = {lv: {m: x[i] for m, x in grid.items()} for i, lv in enumerate(lams)
+                     if lv in self.sweep_lambdas(v)}
             if v.trained_at_lambda:
-                return sweep.get(self.s.main_lambda), sweep
-            return self.per_query(r[lams.index(self.s.main_lambda)]), sweep
+                return sweep.get(self.main_lambda(v)), sweep
+            return self.per_query(r[lams.index(self.main_lambda(v))]), sweep
 
         return self._cached(("metrics",) + v.spec(), build)
 

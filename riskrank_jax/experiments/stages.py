@@ -54,18 +54,18 @@ def short_hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def embed_all(bench, encoder, cache) -> dict[str, np.ndarray]:
-    """Embeddings of tools, training queries and each test split; every unique text encoded once."""
-    texts = list(bench.tools.descriptions) + list(bench.train.texts)
-    for qs in bench.tests.values():
-        texts += list(qs.texts)
-    vecs = embed_texts(encoder, texts, cache)
-    n_t, n_tr = bench.tools.size, bench.train.size
-    out = {"tools": vecs[:n_t], "train": vecs[n_t:n_t + n_tr]}
-    pos = n_t + n_tr
-    for split, qs in bench.tests.items():
-        out[split] = vecs[pos:pos + qs.size]
-        pos += qs.size
+def embed_all(bench, encoder, cache, *, named: bool = False) -> dict[str, np.ndarray]:
+    """Embeddings of tools, training queries and each test split (and, with ``named``, of the tools' named
+    texts as "tools_named"); every unique text encoded once."""
+    parts = {"tools": bench.tools.descriptions, "train": bench.train.texts,
+             **{split: qs.texts for split, qs in bench.tests.items()}}
+    if named:
+        parts["tools_named"] = bench.tools.named_texts
+    vecs = embed_texts(encoder, [t for texts in parts.values() for t in texts], cache)
+    out, pos = {}, 0
+    for name, texts in parts.items():
+        out[name] = vecs[pos:pos + len(texts)]
+        pos += len(texts)
     return out
 
 

@@ -26,7 +26,7 @@ from riskrank_jax.data import load_benchmark
 from riskrank_jax.embed_cache import EmbeddingCache
 from riskrank_jax.encoder import load_encoder
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.experiments import report
+from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, pick, reduce_queries, select_stress_queries)
 from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
@@ -34,6 +34,7 @@ from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
 from riskrank_jax.paths import REPO_ROOT, default_checkpoint_dir
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.rerank import RerankConfig
 from riskrank_jax.train import RiskHeadConfig, train_risk_heads
 
 DEFAULT_ALPHA = {"ultratool": 0.2, "sealtools": 0.02, "demo": 0.2}
@@ -77,17 +78,29 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
     """{run name: TrainResult, or the risk-only heads' predicted risk [S, N]} for the runs variants need."""
     needed = set().union(*(v.runs() for v in variants))
     runs = {}
+    if uses_first_stages(variants):
+        runs["first_stages"] = log.run("fit hybrid first stages", beyond.fit_first_stages, bench, emb)
+        runs["hybrid_weights"] = runs["first_stages"].weights
     for name, run in TRAINING_RUNS.items():
         if name not in needed:
             continue
         run_cfg = run.make(cfg.epochs, tuple(cfg.lambdas), bench.tools.size)
-        if isinstance(run_cfg, RiskHeadConfig):
+        if isinstance(run_cfg, RerankConfig):
+            runs[name] = log.run(f"train {run.label}", beyond.fit_rerankers, bench, emb, runs["first_stages"],
+                                 cfg.seeds, run_cfg)
+        elif isinstance(run_cfg, RiskHeadConfig):
             runs[name] = log.run(f"train {run.label}", risk_only_scores, emb["tools"], bench.tools.risk, cfg.seeds,
                                  run_cfg)
         else:
             runs[name] = log.run(f"train {run.label}", train_run, bench, emb, cfg.seeds, run_cfg, name, encoder_id,
                                  ckpt_root)
     return runs
+
+
+def uses_first_stages(variants) -> bool:
+    """Whether any variant needs the hybrid first stage (and so the named tool texts)."""
+    return any(v.relevance in ("hybrid", "rerank") or v.first_stage == "hybrid" or v.tool_text == "named"
+               for v in variants)
 
 
 def risk_only_scores(t_emb, risk, seeds, config: RiskHeadConfig) -> np.ndarray:
@@ -107,15 +120,25 @@ def build_graphs(bench, emb) -> dict[str, list]:
             "registry": [graph_lib.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold)]}
 
 
+def budget_lambdas(cfg: SweepConfig, bench, emb, runs, variants) -> dict:
+    """{budget row: {B: (λ per model, held-out RVR@5 per model)}} for the families the variants include."""
+    names = {v.name for v in variants}
+    return {row: beyond.choose_budget_lambdas(family, bench, emb, runs["first_stages"], runs, cfg.seeds)
+            for row, family in beyond.BUDGET_FAMILIES.items()
+            if row in names and "risk_only" in runs and (family != "rerank" or "rerank" in runs)}
+
+
 def split_inputs(bench, emb, split) -> SplitInputs:
     qs = bench.tests[split]
     return SplitInputs(q_emb=np.asarray(emb[split]), fold=np.asarray(bench.test_fold[split]), gold=qs.gold,
                        query_texts=tuple(qs.texts), t_emb=np.asarray(emb["tools"]), risk_levels=bench.tools.risk,
-                       perm_level=bench.tools.perm_level, tool_texts=tuple(bench.tools.descriptions))
+                       perm_level=bench.tools.perm_level, tool_texts=tuple(bench.tools.descriptions),
+                       named_t_emb=emb.get("tools_named"), named_tool_texts=bench.tools.named_texts)
 
 
-def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants) -> dict:
-    """Every section of results.json for one split: main, context, lambda_sweep, edge_ablation, stress."""
+def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, budgets=None) -> dict:
+    """Every section of results.json for one split: main, context, lambda_sweep, edge_ablation, stress and
+    (with ``budgets``, {family: chosen λs}) risk_budget."""
     settings = EvalSettings(tuple(cfg.lambdas), cfg.main_lambda, cfg.alpha_value, cfg.k, cfg.n_candidates,
                             len(cfg.seeds), cfg.memory_budget)
     ev = SplitEvaluation(split_inputs(bench, emb, split), runs, graphs, settings)
@@ -145,6 +168,9 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants) 
                             for v in (stress_rows if idx.size else [])}},
         "exposure": {v.name: {m: main[v.name][m] for m in ("rvr@5", "srr@5")}
                      for v in variants if "exposure" in v.tables and v.name in main},
+        "risk_budget": {row: beyond.risk_budget_section(ev, chosen, beyond.BUDGET_FAMILIES[row], runs["risk_only"],
+                                                        bench.test_fold[split], len(cfg.seeds), bench.n_folds)
+                        for row, chosen in (budgets or {}).items()},
     }
 
 
@@ -157,7 +183,10 @@ def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> di
         "main_split": MAIN_SPLIT.get(bench.name), "splits": {s: q.size for s, q in bench.tests.items()},
         "graph": graph_stats[0] if len(graph_stats) == 1 else {"per_fold": graph_stats},
         "training": {name: training_summary(r) for name, r in runs.items() if hasattr(r, "model_index")},
+        "hybrid_weights": {k: np.asarray(w).tolist() for k, w in runs.get("hybrid_weights", {}).items()},
+        "rerank": beyond.rerank_summary(runs["rerank"]) if "rerank" in runs else None,
         "main": {}, "lambda_sweep": {}, "edge_ablation": {}, "context": {}, "stress": {}, "exposure": {},
+        "risk_budget": {},
         "std": "sample standard deviation over seeds (ddof=1); baselines without seeds have std 0",
     }
 
@@ -181,8 +210,9 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     out_dir = Path(out_root) / cfg.benchmark
     bench = bench if bench is not None else log.run("load data", load_benchmark, cfg.benchmark, data_dir)
     encoder = encoder if encoder is not None else log.run("load encoder", load_encoder, cfg.encoder)
-    emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(cache_dir))
     variants = select_variants(cfg.variants)
+    emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(cache_dir),
+                  named=uses_first_stages(variants))
     run_key = short_hash([cfg.key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
                           [v.spec() for v in variants]])
     if not force and (prev := _previous_results(out_dir / "results.json", run_key)) is not None:
@@ -193,8 +223,11 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     runs = train_all(cfg, log, bench, emb, variants, encoder.model_id, ckpt_root)
     graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb)
     results = results_header(cfg, bench, encoder.model_id, graphs, runs)
+    results["variant_families"] = {v.name: v.family for v in variants}
+    budgets = log.run("choose λ per risk budget", budget_lambdas, cfg, bench, emb, runs, variants)
     for split in bench.tests:
-        sections = log.run(f"evaluate {split}", evaluate_split, cfg, bench, emb, split, runs, graphs, variants)
+        sections = log.run(f"evaluate {split}", evaluate_split, cfg, bench, emb, split, runs, graphs, variants,
+                           budgets)
         for name, value in sections.items():
             results[name][split] = value
     if cfg.smoothing_benchmark:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from riskrank_jax.graph import EDGE_TYPES
 from riskrank_jax.ranker import RankConfig
+from riskrank_jax.rerank import RerankConfig
 from riskrank_jax.train import RiskHeadConfig, TrainConfig
 
 # ---------------------------------------------------------------------------------------------- training
@@ -25,11 +26,12 @@ from riskrank_jax.train import RiskHeadConfig, TrainConfig
 @dataclass(frozen=True)
 class TrainingRun:
     """A training run variants share. ``make(epochs, lambdas, n_tools)`` gives its configuration:
-    a ``TrainConfig`` (dual heads, every seed x fold) or a ``RiskHeadConfig`` (risk head alone, per seed)."""
+    a ``TrainConfig`` (dual heads, every seed x fold), a ``RiskHeadConfig`` (risk head alone, per seed) or a
+    ``RerankConfig`` (the correction reranker over the hybrid first stage, every seed x fold)."""
 
     name: str
     label: str
-    make: Callable[[int, tuple, int], TrainConfig | RiskHeadConfig]
+    make: Callable[[int, tuple, int], TrainConfig | RiskHeadConfig | RerankConfig]
 
 
 TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
@@ -40,7 +42,12 @@ TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
                 lambda epochs, lambdas, n: TrainConfig(epochs=epochs, rel_features="interact", negatives="mixed",
                                                        hard_pool=min(50, n // 2))),
     TrainingRun("risk_only", "zero-shot risk heads", lambda epochs, lambdas, n: RiskHeadConfig(epochs=3 * epochs)),
+    TrainingRun("rerank", "correction reranker (seeds x folds)", lambda epochs, lambdas, n: RerankConfig()),
 )}
+
+# λ of the hybrid / rerank families is in per-query standard deviations of their (z-scored) relevance
+Z_LAMBDAS = (0.0, 0.25, 0.5, 1.0, 2.0)
+Z_MAIN_LAMBDA = 1.0
 
 # ---------------------------------------------------------------------------------------------- variants
 
@@ -49,7 +56,15 @@ TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
 class Variant:
     """One row of the experiments.
 
-    relevance: "head" (the ``train`` run's f_rel), "dense" (frozen-encoder cosine) or "bm25".
+    relevance: "head" (the ``train`` run's f_rel), "dense" (frozen-encoder cosine), "bm25", "hybrid" (BM25 and
+      cosine fused per query: ``riskrank_jax.hybrid``, weight chosen on each fold's training queries) or
+      "rerank" (the correction reranker of ``riskrank_jax.rerank`` on top of the hybrid first stage).
+    tool_text: what a tool's text is: "description" (the paper's) or "named" (its name split into words, then
+      the description — what ``riskrank-jax rank`` embeds for your own tools).
+    first_stage: where candidate mode takes its candidates and the order of the rest of the pool: "dense" (the
+      paper's) or "hybrid".
+    lambdas: the variant's own λ grid (None: the sweep's). The hybrid and rerank families score on a z-scale
+      (per-query standard deviations), so their λ has other units than the head's.
     risk: score the penalty uses: "head" (the run's f_risk), "risk_only" (the risk head trained alone on the
       registry) or None (no penalty).
     lam: None = the sweep's main λ; a number fixes λ. lambda_sweep: also evaluated at every λ of the grid.
@@ -69,6 +84,9 @@ class Variant:
     family: str
     description: str
     relevance: str = "head"
+    tool_text: str = "description"
+    first_stage: str = "dense"
+    lambdas: tuple[float, ...] | None = None
     train: str | None = "core"
     risk: str | None = "head"
     lam: float | None = None
@@ -83,9 +101,11 @@ class Variant:
     paper: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.relevance not in ("head", "dense", "bm25"):
-            raise ValueError(f"{self.name}: relevance must be head, dense or bm25")
-        if (self.relevance == "head" or self.risk == "head") and self.train not in TRAINING_RUNS:
+        if self.relevance not in ("head", "dense", "bm25", "hybrid", "rerank"):
+            raise ValueError(f"{self.name}: relevance must be head, dense, bm25, hybrid or rerank")
+        if self.tool_text not in ("description", "named") or self.first_stage not in ("dense", "hybrid"):
+            raise ValueError(f"{self.name}: tool_text must be description|named, first_stage dense|hybrid")
+        if self.relevance in ("head", "rerank") and self.train not in TRAINING_RUNS:
             raise ValueError(f"{self.name}: needs a training run, one of {sorted(TRAINING_RUNS)}")
         if self.graph not in (None, "train", "registry"):
             raise ValueError(f"{self.name}: graph must be None, 'train' or 'registry'")
@@ -97,13 +117,14 @@ class Variant:
 
     def runs(self) -> set[str]:
         """Training runs this variant needs."""
-        out = {self.train} if (self.relevance == "head" or self.risk == "head") else set()
+        out = {self.train} if (self.relevance in ("head", "rerank") or self.risk == "head") else set()
         return out | ({"risk_only"} if self.risk == "risk_only" else set())
 
     def spec(self) -> tuple:
         """What determines the variant's rankings (two variants with equal specs rank identically)."""
-        return (self.relevance, self.train if self.runs() else None, self.risk, self.lam, self.lambda_sweep,
-                self.trained_at_lambda, self.graph, self.edge_types, self.candidates, self.rule_filter)
+        return (self.relevance, self.tool_text, self.first_stage, self.lambdas, self.train if self.runs() else None,
+                self.risk, self.lam, self.lambda_sweep, self.trained_at_lambda, self.graph, self.edge_types,
+                self.candidates, self.rule_filter)
 
     def paper_numbers(self, key: str) -> Mapping[str, float]:
         return self.paper.get(key, {})
@@ -178,6 +199,28 @@ VARIANTS: tuple[Variant, ...] = (
             train=None, risk="risk_only", graph="registry"),
     Variant("zeroshot_core_graph_rule", "zeroshot", _BEYOND, relevance="dense", train=None, risk="risk_only",
             graph="registry", rule_filter=True, tables=("main", "stress")),
+    # ---- beyond the paper: a first stage that transfers to unseen tools, and a correction on top of it
+    Variant("hybrid", "baseline", "BM25 + cosine fused per query (z-score sum), tool descriptions",
+            relevance="hybrid", train=None, risk=None, tables=("main", "exposure")),
+    Variant("hybrid_named", "baseline", "hybrid over name words + description", relevance="hybrid",
+            tool_text="named", train=None, risk=None, tables=("main", "exposure")),
+    *(Variant(f"hybrid_risk{suffix}", "hybrid_risk", f"{_BEYOND}: hybrid (named) − λ·f_risk{what}, no training "
+              "queries needed", relevance="hybrid", tool_text="named", first_stage="hybrid", train=None,
+              risk="risk_only", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, **kw)
+      for suffix, what, kw in (("", "", {}), ("_graph", " + registry graph", {"graph": "registry"}),
+                               ("_graph_rule", " + registry graph + rule filter",
+                                {"graph": "registry", "rule_filter": True, "tables": ("main", "stress")}))),
+    *(Variant(f"{prefix}rerank_risk{suffix}", "rerank", f"{_BEYOND}: correction reranker over the hybrid − "
+              f"λ·f_risk{what}", relevance="rerank", tool_text="named", first_stage="hybrid", train="rerank",
+              risk="risk_only", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, **kw)
+      for prefix, suffix, what, kw in (
+          ("", "", "", {}),
+          ("", "_graph", " + ToolGraph", {"graph": "train"}),
+          ("", "_graph_rule", " + ToolGraph + rule filter", {"graph": "train", "rule_filter": True,
+                                                             "tables": ("main", "stress", "exposure")}),
+          ("cand100_", "", ", hybrid top-100 candidates", {"candidates": True}),
+          ("cand100_", "_graph_rule", ", hybrid top-100 + ToolGraph + rule filter",
+           {"candidates": True, "graph": "train", "rule_filter": True}))),
 )
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 assert len(BY_NAME) == len(VARIANTS), "variant names must be unique"

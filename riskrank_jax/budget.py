@@ -1,0 +1,50 @@
+"""Risk budget: choose λ so that the expected share of risky tools in the top-k stays within a budget B.
+
+    rvr = rvr_by_lambda(rel, risk_score, risk_levels, lambdas, k=5)      # [L, Q] RVR@k of each query per λ
+    lam, i = lambda_for_budget(rvr.mean(-1), lambdas, budget=0.05)        # smallest λ with mean RVR@k ≤ B
+
+Instead of guessing λ, a user states the exposure they accept (e.g. "at most 5% of the tools an agent sees
+may be risky") and λ is read off labelled held-out queries: the smallest λ of the grid whose mean RVR@k on
+those queries is within the budget (the smallest keeps relevance highest). When no λ of the grid reaches
+the budget, the largest λ is returned and the caller should report that the budget was not met there.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from riskrank_jax import metrics
+from riskrank_jax.scoring import penalise, rank_order
+
+BUDGETS = (0.02, 0.05, 0.10)
+LAMBDA_GRID = tuple(round(0.1 * i, 1) for i in range(41))  # 0.0 .. 4.0, z-scale λ (per-query std units)
+
+
+def rvr_by_lambda(rel, risk_score, risk_levels, lambdas, *, k: int = 5):
+    """RVR@k of every query for every λ.
+
+    Args:
+      rel: relevance [Q, N]; risk_score: the penalty's risk [N] (or broadcastable to [Q, N]);
+      risk_levels: int [N] levels 1..5 (what counts as risky); lambdas: [L].
+
+    Returns:
+      float32 [L, Q].
+    """
+    ranking = rank_order(penalise(jnp.asarray(rel), jnp.asarray(risk_score), jnp.asarray(lambdas, jnp.float32)))
+    return metrics.rvr_at_k(ranking, jnp.asarray(risk_levels), k=k)
+
+
+def lambda_for_budget(mean_rvr, lambdas, budget: float) -> tuple[float, int]:
+    """(λ, its index): the smallest λ whose mean RVR@k is ≤ budget; the largest λ when none is.
+
+    Args:
+      mean_rvr: [L] mean RVR@k per λ (same order as lambdas, ascending λ).
+    """
+    mean_rvr = np.asarray(mean_rvr)
+    ok = np.flatnonzero(mean_rvr <= budget + 1e-9)
+    i = int(ok[0]) if ok.size else len(lambdas) - 1
+    return float(lambdas[i]), i
+
+
+__all__ = ["BUDGETS", "LAMBDA_GRID", "rvr_by_lambda", "lambda_for_budget"]

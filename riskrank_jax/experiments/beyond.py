@@ -1,0 +1,111 @@
+"""Training and evaluation steps of the beyond-paper families (hybrid first stage, correction reranker, risk
+budget) that the sweep runs next to the paper's.
+
+    fs = fit_first_stages(bench, emb)                 # {"description": w [F], "named": w [F]}, train BM25
+    models = fit_rerankers(bench, emb, fs, seeds)     # RerankModels (every seed x fold)
+    section = risk_budget_section(...)                # results.json "risk_budget" for one split
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from riskrank_jax import metrics, rerank, retrievers
+from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
+from riskrank_jax.hybrid import choose_weight, fuse
+from riskrank_jax.scoring import rank_order
+
+BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
+
+
+@dataclass(frozen=True)
+class FirstStages:
+    """Per text kind ("description", "named"): hybrid weight per fold [F], and the training queries' BM25 and
+    cosine over the named tool texts [Q_train, N] (the reranker's training features)."""
+
+    weights: dict
+    train_bm25_named: np.ndarray
+    train_dense_named: np.ndarray
+
+
+def fit_first_stages(bench, emb) -> FirstStages:
+    """Choose each fold's hybrid weight on its training queries (NDCG@5), for both tool texts."""
+    texts = {"description": bench.tools.descriptions, "named": bench.tools.named_texts}
+    t_embs = {"description": emb["tools"], "named": emb["tools_named"]}
+    weights, bm25, dense = {}, {}, {}
+    for kind, tool_texts in texts.items():
+        bm25[kind] = retrievers.bm25_scores(list(tool_texts), list(bench.train.texts))
+        dense[kind] = np.asarray(retrievers.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
+        weights[kind] = np.asarray([choose_weight(dense[kind][m], bm25[kind][m], bench.train.gold[m])[0]
+                                    for m in np.asarray(bench.train_fold_mask, bool)], np.float32)
+    return FirstStages(weights, bm25["named"], dense["named"])
+
+
+def fit_rerankers(bench, emb, fs: FirstStages, seeds, config: rerank.RerankConfig) -> rerank.RerankModels:
+    """The correction reranker of every seed x fold over the named tool texts."""
+    return rerank.train_rerankers(emb["train"], emb["tools_named"], fs.train_bm25_named, bench.train.gold,
+                                  bench.train_fold_mask, seeds, config, fold_weight=fs.weights["named"])
+
+
+def rerank_summary(models: rerank.RerankModels) -> dict:
+    """results.json "rerank": per model its hybrid weight, gate and held-out NDCG@5 of every gate."""
+    return {"config": models.config.to_dict(), "weight": np.asarray(models.weight).tolist(),
+            "gate": np.asarray(models.gate).tolist(),
+            "heldout_ndcg@5_by_gate": np.round(np.asarray(models.heldout_ndcg_by_gate), 4).tolist()}
+
+
+def _training_relevance(family: str, bench, emb, fs: FirstStages, runs, n_seeds: int):
+    """Relevance of every training query under every model m = s·F + f: [M, Q_train, N]."""
+    n_folds = bench.n_folds
+    if family == "rerank":
+        return np.asarray(rerank.all_model_scores(runs["rerank"], emb["train"], emb["tools_named"],
+                                                  fs.train_bm25_named))
+    w = fs.weights["named"]
+    per_fold = [np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w[f])) for f in range(n_folds)]
+    return np.stack([per_fold[f] for _ in range(n_seeds) for f in range(n_folds)])
+
+
+def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
+    """{B: (λ per model [M], held-out mean RVR@5 at that λ per model [M])} on each model's held-out queries."""
+    rel = _training_relevance(family, bench, emb, fs, runs, len(seeds))
+    held = runs["rerank"].heldout_mask if "rerank" in runs else rerank.heldout_masks(
+        bench.train_fold_mask, seeds, rerank.RerankConfig().holdout)[1]
+    risk = np.asarray(runs["risk_only"])  # [S, N]
+    n_folds = bench.n_folds
+    out = {b: ([], []) for b in BUDGETS}
+    for m in range(rel.shape[0]):
+        rvr = np.asarray(rvr_by_lambda(rel[m][held[m]], risk[m // n_folds], bench.tools.risk, LAMBDA_GRID))
+        mean = rvr.mean(-1)
+        for b in BUDGETS:
+            lam, i = lambda_for_budget(mean, LAMBDA_GRID, b)
+            out[b][0].append(lam)
+            out[b][1].append(float(mean[i]))
+    return {b: (np.asarray(l), np.asarray(h)) for b, (l, h) in out.items()}
+
+
+def risk_budget_section(ev, chosen: dict, family: str, risk, fold, n_seeds: int, n_folds: int) -> dict:
+    """Test metrics at the λ chosen for each budget: {B: {lambda, heldout_rvr@5, rvr@5, ndcg@5, calibration}}.
+
+    ev: the split's SplitEvaluation (its hybrid / reranked relevance); chosen: ``choose_budget_lambdas``;
+    risk: [S, N] risk-only head predictions; each test query uses the λ of its own (seed, fold) model."""
+    rel = ev.hybrid("named")[None] if family == "hybrid" else ev.reranked("named")  # [S|1, Q, N]
+    m_of = np.arange(n_seeds)[:, None] * n_folds + np.asarray(fold)[None, :]  # [S, Q]
+    out = {}
+    for b, (lams, held_rvr) in chosen.items():
+        lam_q = jnp.asarray(lams[m_of], jnp.float32)[..., None]  # [S, Q, 1]
+        ranking = rank_order(rel - lam_q * jnp.asarray(risk)[:, None, :])
+        pq = metrics.compute_all(ranking, jnp.asarray(ev.x.gold), jnp.asarray(ev.x.risk_levels), k=ev.s.k)
+        summary = metrics.summarize({m: np.asarray(pq[m]).mean(-1) for m in ("rvr@5", "ndcg@5")})
+        out[str(b)] = {"budget": b, "lambda_mean": round(float(lams.mean()), 3),
+                       "lambda_per_model": [round(float(x), 2) for x in lams],
+                       "heldout_rvr@5": round(float(held_rvr.mean()), 4), **summary,
+                       "calibration_error": round(summary["rvr@5"]["mean"] - float(held_rvr.mean()), 4),
+                       "within_budget": bool(summary["rvr@5"]["mean"] <= b)}
+    return out
+
+
+__all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "risk_budget_section",
+           "BUDGET_FAMILIES"]

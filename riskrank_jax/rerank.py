@@ -1,0 +1,219 @@
+"""A risk-aware reranker that corrects a first stage instead of replacing it (beyond the paper).
+
+The paper's relevance head learns mostly which tools were training positives, so it collapses on tools it
+never saw. This reranker only sees features that mean the same thing for any tool:
+
+    x(q, t) = [z(cos), z(bm25), bm25 / max bm25, cos]                       (per-query z-scores)
+    g(q, t) = T · (w · x(q, t) + (U E(q)) · (V E(t)))                       (U, V: d × r, low rank)
+    s(q, t) = (1 − γ)·z(hybrid(q, t)) + γ·z(g(q, t)) − λ·f_risk(t)
+
+``w`` starts at the hybrid first stage's weights, so g starts as that first stage; the low-rank bilinear
+term learns how query wording maps to tool wording, which transfers to unseen tools because it acts on
+embeddings, not on tool identities. Training: listwise softmax cross-entropy of every gold tool against
+the hybrid first stage's
+best ``n_candidates`` non-gold tools (hard negatives; the features already separate easy ones), full-batch Adam, with the parameters
+of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on the held-out training queries
+(ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
+(γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
+
+Every (seed, fold) model trains in one jitted, vmapped program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from riskrank_jax import metrics
+from riskrank_jax.hybrid import choose_weight, zscore
+from riskrank_jax.scoring import rank_order
+
+N_FEATURES = 4
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    """Hyper-parameters of the correction reranker."""
+
+    rank: int = 32
+    lr: float = 3e-3
+    steps: int = 300
+    eval_every: int = 10
+    l2: float = 1e-4
+    holdout: float = 0.1
+    n_candidates: int = 200  # training negatives per query: the hybrid's best non-gold tools
+    gates: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def features(q_emb, t_emb, bm25):
+    """x(q, t) for every pair: q_emb [Q, d], t_emb [N, d], bm25 [Q, N] -> float32 [Q, N, 4]."""
+    cos = jnp.asarray(q_emb) @ jnp.asarray(t_emb).T
+    b = jnp.asarray(bm25, jnp.float32)
+    b_max = jnp.maximum(b.max(-1, keepdims=True), 1e-6)
+    return jnp.stack([zscore(cos), zscore(b), b / b_max, cos], axis=-1)
+
+
+def init_params(key, dim: int, weight: float, rank: int) -> dict:
+    """w = [weight, 1 − weight, 0, 0] (the hybrid first stage), U, V ~ N(0, 0.01²), T = 1."""
+    ku, kv = jax.random.split(key)
+    return {"w": jnp.asarray([weight, 1.0 - weight, 0.0, 0.0], jnp.float32),
+            "U": 0.01 * jax.random.normal(ku, (dim, rank), jnp.float32),
+            "V": 0.01 * jax.random.normal(kv, (dim, rank), jnp.float32),
+            "T": jnp.asarray(1.0, jnp.float32)}
+
+
+def correction_scores(params, q_emb, t_emb, feats):
+    """g(q, t) [Q, N] for one model: params of ``init_params``, feats [Q, N, 4]."""
+    bilinear = (q_emb @ params["U"]) @ (t_emb @ params["V"]).T
+    return params["T"] * (feats @ params["w"] + bilinear)
+
+
+def gated_scores(params, weight, gate, q_emb, t_emb, feats):
+    """(1 − γ)·z(hybrid) + γ·z(g) [Q, N] for one model (weight: its hybrid w, gate: its γ)."""
+    hybrid = weight * feats[..., 0] + (1.0 - weight) * feats[..., 1]
+    return (1.0 - gate) * zscore(hybrid) + gate * zscore(correction_scores(params, q_emb, t_emb, feats))
+
+
+def training_candidates(feats, gold, weight, n_candidates: int):
+    """Per training query: its gold tools, then the ``n_candidates`` best non-gold tools of the hybrid first
+    stage. int32 [Q, G + C]; padded gold slots are -1."""
+    hybrid = weight * feats[..., 0] + (1.0 - weight) * feats[..., 1]
+    n = hybrid.shape[-1]
+    is_gold = jnp.zeros(hybrid.shape, bool).at[jnp.arange(gold.shape[0])[:, None], jnp.maximum(gold, 0)].max(gold >= 0)
+    top = jax.lax.top_k(jnp.where(is_gold, -jnp.inf, hybrid), min(n_candidates, n))[1]
+    return jnp.concatenate([gold, top], axis=-1).astype(jnp.int32)
+
+
+def _loss(params, q_emb, t_emb, feats, cand, n_gold, mask, l2):
+    """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first)."""
+    valid_c = cand >= 0
+    c = jnp.maximum(cand, 0)
+    f = jnp.take_along_axis(feats, c[..., None], axis=1)  # [Q, K, 4]
+    tv = (t_emb @ params["V"])[c]  # [Q, K, r]
+    logits = params["T"] * (f @ params["w"] + jnp.einsum("qr,qkr->qk", q_emb @ params["U"], tv))
+    logp = jax.nn.log_softmax(jnp.where(valid_c, logits, -jnp.inf), axis=-1)
+    valid = valid_c[:, :n_gold] & mask[:, None]
+    reg = l2 * (jnp.sum(params["U"] ** 2) + jnp.sum(params["V"] ** 2))
+    return -(jnp.where(valid, logp[:, :n_gold], 0.0)).sum() / jnp.maximum(valid.sum(), 1) + reg
+
+
+def _heldout_ndcg(scores, gold, mask):
+    per_q = metrics.ndcg_at_k(rank_order(scores), gold, k=5)
+    return (per_q * mask).sum() / jnp.maximum(mask.sum(), 1)
+
+
+def _train_one(key, weight, train_mask, held_mask, q_emb, t_emb, feats, gold, *, config: RerankConfig):
+    """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate)."""
+    params = init_params(key, q_emb.shape[1], weight, config.rank)
+    opt = optax.adam(config.lr)
+    grad = jax.grad(_loss)
+    cand = training_candidates(feats, gold, weight, config.n_candidates)
+
+    def step(carry, _):
+        p, s = carry
+        upd, s = opt.update(grad(p, q_emb, t_emb, feats, cand, gold.shape[1], train_mask, config.l2), s, p)
+        return (optax.apply_updates(p, upd), s), None
+
+    def block(carry, _):
+        p, s, best_p, best = carry
+        (p, s), _ = jax.lax.scan(step, (p, s), None, length=config.eval_every)
+        h = _heldout_ndcg(correction_scores(p, q_emb, t_emb, feats), gold, held_mask)
+        better = h > best
+        best_p = jax.tree.map(lambda a, b: jnp.where(better, a, b), p, best_p)
+        return (p, s, best_p, jnp.where(better, h, best)), h
+
+    start = _heldout_ndcg(correction_scores(params, q_emb, t_emb, feats), gold, held_mask)
+    n_blocks = max(1, config.steps // config.eval_every)
+    (_, _, best_p, best), _ = jax.lax.scan(block, (params, opt.init(params), params, start), None, length=n_blocks)
+    gates = jnp.asarray(config.gates, jnp.float32)
+    per_gate = jax.vmap(lambda g: _heldout_ndcg(gated_scores(best_p, weight, g, q_emb, t_emb, feats),
+                                                gold, held_mask))(gates)
+    # first maximum = the smallest γ among ties (gates ascending): never worse than γ = 0 on held-out
+    gate = gates[jnp.argmax(per_gate >= per_gate.max() - 1e-7)]
+    return best_p, best, gate, per_gate
+
+
+@dataclass
+class RerankModels:
+    """Stacked reranker parameters, model m = seed_index · F + fold. Arrays have a leading model axis M."""
+
+    params: dict
+    weight: np.ndarray  # [M] hybrid weight of each model's first stage
+    gate: np.ndarray  # [M]
+    heldout_ndcg_by_gate: np.ndarray  # [M, n_gates]
+    heldout_mask: np.ndarray  # bool [M, Q_train]
+    config: RerankConfig
+
+
+def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per model (seed-major, fold-minor): (train mask, held-out mask), bool [M, Q]. A seeded ``holdout``
+    share of each fold's training queries is held out (at least one)."""
+    fold_mask = np.asarray(fold_mask, bool)
+    train, held = [], []
+    for seed in seeds:
+        for f in range(fold_mask.shape[0]):
+            idx = np.flatnonzero(fold_mask[f])
+            rng = np.random.default_rng([int(seed), f, 11])
+            h = rng.permutation(idx)[: max(1, int(round(holdout * idx.size)))]
+            m = np.zeros(fold_mask.shape[1], bool)
+            m[h] = True
+            held.append(m)
+            train.append(fold_mask[f] & ~m)
+    return np.stack(train), np.stack(held)
+
+
+def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankConfig = RerankConfig(), *,
+                    fold_weight=None) -> RerankModels:
+    """Every (seed, fold) reranker in one jitted, vmapped program.
+
+    Args:
+      q_emb [Q, d], t_emb [N, d]: training queries and tools; bm25 [Q, N]: BM25 of the training queries;
+      gold int [Q, G] padded with -1; fold_mask bool [F, Q]: the training queries of fold f; seeds: S ints.
+      fold_weight: [F] hybrid weight of each fold (None: chosen here on each fold's training queries).
+    """
+    q_emb, t_emb = jnp.asarray(q_emb, jnp.float32), jnp.asarray(t_emb, jnp.float32)
+    feats = features(q_emb, t_emb, bm25)
+    if fold_weight is None:
+        dense = np.asarray(q_emb @ t_emb.T)
+        fold_weight = [choose_weight(dense[m], np.asarray(bm25)[m], np.asarray(gold)[m])[0]
+                       for m in np.asarray(fold_mask, bool)]
+    fold_weight = np.asarray(fold_weight, np.float32)
+    train_mask, held_mask = heldout_masks(fold_mask, seeds, config.holdout)
+    n_folds = fold_mask.shape[0]
+    weights = np.tile(fold_weight, len(seeds))
+    keys = jnp.stack([jax.random.fold_in(jax.random.key(int(s)), f) for s in seeds for f in range(n_folds)])
+    program = jax.jit(jax.vmap(lambda k, w, tm, hm: _train_one(k, w, tm, hm, q_emb, t_emb, feats,
+                                                               jnp.asarray(gold), config=config)))
+    params, _, gate, per_gate = program(keys, jnp.asarray(weights), jnp.asarray(train_mask), jnp.asarray(held_mask))
+    return RerankModels(params, weights, np.asarray(gate), np.asarray(per_gate), held_mask, config)
+
+
+def all_model_scores(models: RerankModels, q_emb, t_emb, bm25):
+    """Gated scores of every query under every model: [M, Q, N]. The models run one after another
+    (``lax.map``), so the working set is one [Q, N] block per model."""
+    q_emb, t_emb = jnp.asarray(q_emb, jnp.float32), jnp.asarray(t_emb, jnp.float32)
+    feats = features(q_emb, t_emb, bm25)
+    return jax.jit(lambda p, w, g: jax.lax.map(
+        lambda a: gated_scores(a[0], a[1], a[2], q_emb, t_emb, feats), (p, w, g)))(
+        models.params, jnp.asarray(models.weight), jnp.asarray(models.gate))
+
+
+def rerank_scores(models: RerankModels, q_emb, t_emb, bm25, *, n_seeds: int, test_fold):
+    """Gated scores of test queries, each by its own fold's model: [S, Q, N]."""
+    scores = all_model_scores(models, q_emb, t_emb, bm25)
+    scores = scores.reshape(n_seeds, scores.shape[0] // n_seeds, *scores.shape[1:])
+    fold = jnp.asarray(test_fold)
+    return scores[:, fold, jnp.arange(fold.shape[0]), :]
+
+
+__all__ = ["RerankConfig", "RerankModels", "features", "init_params", "correction_scores", "gated_scores",
+           "heldout_masks", "train_rerankers", "all_model_scores", "rerank_scores",
+           "training_candidates"]
