@@ -46,6 +46,7 @@ import numpy as np
 import optax
 
 from riskrank_jax import model as rr_model
+from riskrank_jax.progress import progress_bar
 
 NEGATIVES = ("uniform", "hard", "mixed")
 
@@ -409,6 +410,7 @@ def train_models(
     run_meta: dict | None = None,
     progress: bool = True,
     on_epoch_end=None,
+    data_id: str | None = None,
 ) -> TrainResult:
     """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
 
@@ -424,12 +426,16 @@ def train_models(
         ``folds=(2,)`` trains exactly the fold-2 model of a full run.
       checkpoint_dir: absolute or relative directory; the state is saved there after every epoch, a
         matching unfinished run resumes, a matching finished run is returned without training, and a
-        mismatching one raises ``CacheError`` (see ``checkpoints``).
+        stale (other configuration or data) or corrupt one is renamed to ``<dir>.stale-<timestamp>`` with
+        one warning line and the run trains from scratch (see ``checkpoints``).
       run_meta: JSON-able facts recorded in run.json and compared on resume (encoder id, benchmark,
         protocol, ...).
-      progress: show a tqdm bar over epochs (mean losses over models).
+      progress: show a tqdm bar over epochs (mean losses over models) when stderr is a terminal.
       on_epoch_end: optional callback(epochs_done, train_loss [M], heldout_loss [M]) called after the
         epoch's checkpoint is written.
+      data_id: identity of the training data recorded in run.json and compared on resume (e.g. a hash of
+        the texts, labels, splits and the encoder id). Default: a hash of the arrays' bytes, which changes
+        when re-encoding moves an embedding by one ulp; pass a data_id to make a checkpoint survive that.
 
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
@@ -459,7 +465,7 @@ def train_models(
 
     index = model_index(seeds, folds, config)
     n_models = len(index)
-    data_hash = ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
+    data_hash = str(data_id) if data_id is not None else ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
     run_config = {
         "train_config": config.to_dict(),
         "seeds": list(seeds),
@@ -468,14 +474,13 @@ def train_models(
         "shapes": {"n_tools": n_tools, "dim": dim, "n_train_queries": n_q, "n_folds": int(fold_mask.shape[0])},
         "meta": dict(run_meta or {}),
     }
-    store = None
-    start_epoch = 0
+    store, saved, start_epoch = None, None, 0
     if checkpoint_dir is not None:
         store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
-        status, done = store.status()
+        status, start_epoch, saved = store.open(abstract_state(n_models, dim, config))
         if status == "completed":
-            return ckpt.load_trained(store.directory)
-        start_epoch = done
+            store.close()
+            return result_from_state(saved, run_config, data_hash, store.directory)
 
     shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
     if np.any(shared["n_allowed"] < 1):
@@ -536,8 +541,7 @@ def train_models(
     template = init(m_seed, m_fold)
     train_hist = np.full((n_models, config.epochs), np.nan, np.float32)
     held_hist = np.full((n_models, config.epochs), np.nan, np.float32)
-    if start_epoch > 0:
-        saved = store.restore(abstract_state(n_models, dim, config))
+    if saved is not None:
         state = {
             "params": saved["params"],
             "opt_state": _unflat(saved["opt_state"], template["opt_state"]),
@@ -552,11 +556,8 @@ def train_models(
     if store is not None:
         store.begin()
 
-    bar = range(start_epoch, config.epochs)
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(bar, desc=f"train {n_models} models", initial=start_epoch, total=config.epochs, unit="epoch")
+    bar = progress_bar(range(start_epoch, config.epochs), enabled=progress, desc=f"train {n_models} models",
+                       initial=start_epoch, total=config.epochs, unit="epoch")
     for e in bar:
         state, tl, hl = epoch_fn(state, data, m_seed, m_fold, m_lam, jnp.asarray(e, jnp.int32), emb)
         train_hist[:, e] = np.asarray(tl)[:n_models]
@@ -582,6 +583,20 @@ def train_models(
         store.complete()
         result.run_config = {**run_config, "checkpoint_dir": str(store.directory)}
     return result
+
+
+def result_from_state(state: dict, run_config: dict, data_hash: str, checkpoint_dir) -> TrainResult:
+    """The TrainResult of a completed run from its saved state (see ``abstract_state``)."""
+    return TrainResult(
+        params=jax.tree.map(jnp.asarray, state["best_params"]),
+        model_index=run_config["model_index"],
+        heldout_loss=np.asarray(state["heldout_loss"]),
+        train_loss=np.asarray(state["train_loss"]),
+        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
+        config=TrainConfig.from_dict(run_config["train_config"]),
+        data_hash=data_hash,
+        run_config={**run_config, "checkpoint_dir": str(checkpoint_dir)},
+    )
 
 
 def _host_state(state, n_models, train_hist, held_hist, epochs_done) -> dict:
@@ -627,4 +642,4 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
-           "abstract_state"]
+           "abstract_state", "result_from_state"]
