@@ -61,7 +61,7 @@ def jax_padded_tokens(enc, texts: list[str], batch_size: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=None, help="benchmark root (default: $RISKRANK_DATA or ../shared/datasets)")
+    ap.add_argument("--data-dir", default=None, help="benchmark root (default: $RISKRANK_DATA; layout: docs/data.md)")
     ap.add_argument("--encoder", default=None, help="local model directory (default: embedded all-MiniLM-L6-v2)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3, help="timed passes of each encoder (best counts)")

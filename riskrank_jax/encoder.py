@@ -11,7 +11,7 @@ How the model's own sentence-transformers files are read (missing files fall bac
   `model_max_length`; always capped at the model's `max_position_embeddings`. Longer texts are truncated
   (the [SEP] token is kept, as the Hugging Face tokenizer does).
 - lower-casing: `sentence_bert_config.json` `do_lower_case` (the tokenizer may lower-case on its own too).
-- normalisation: always L2 (SPEC §3: embeddings are L2-normalised), whether or not `modules.json` lists a
+- normalisation: always L2 (docs/method.md §1: embeddings are L2-normalised), whether or not `modules.json` lists a
   Normalize module; `load_encoder(..., normalize=False)` turns it off and changes `model_id`.
 No query prefix is added.
 

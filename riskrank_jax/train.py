@@ -2,12 +2,12 @@
 
 Usage::
 
-    cfg = TrainConfig()                                   # SPEC §5 reference values
+    cfg = TrainConfig()                                   # docs/method.md §3 protocol values
     res = train_models(tool_emb, query_emb, gold, risk, bench.train_fold_mask, (42, 123, 777), cfg,
                        checkpoint_dir="/abs/ckpt/ultratool-minilm", run_meta={"encoder": ..., ...})
     p = res.model_params(m)                               # model m = s * F + f (× L + l when λ-aware)
 
-What one model does (SPEC §5):
+What one model does (docs/method.md §3):
   * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``n_neg``
     negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
     encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper), or
@@ -53,7 +53,7 @@ NEGATIVES = ("uniform", "hard", "mixed")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of a training run (defaults: SPEC §5 reference values)."""
+    """Hyper-parameters of a training run (defaults: the protocol values of docs/method.md §3)."""
 
     lr: float = 1e-3
     batch_size: int = 64

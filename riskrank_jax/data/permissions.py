@@ -1,4 +1,4 @@
-"""Permission categories of SPEC §6: keyword substring match on the lower-cased description."""
+"""Permission categories (docs/method.md §4): keyword substring match on the lower-cased description."""
 
 from __future__ import annotations
 
