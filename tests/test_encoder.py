@@ -41,6 +41,7 @@ def minilm():
 def test_default_encoder_matches_float64_reference(minilm, reference):
     assert minilm.dim == 384 and minilm.pooling == "mean" and minilm.max_seq_length == 256
     assert minilm.model_id.startswith(reference["model_id_prefix"] + "/mean/256/")
+    assert minilm.model_id.endswith("/pad16")  # the batching scheme: old batch-dependent caches are not reused
     assert minilm.weights_sha256 == reference["weights_sha256"]
     vecs = minilm.encode(reference["sentences"], batch_size=8)
     ref = np.asarray(reference["vectors"])
