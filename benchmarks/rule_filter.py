@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/rule_filter.py [--queries 1000] [--repeats 5]
 
 Input: 1,000 queries x full rankings of UltraTool's 2,032 tools (real risk labels and perm_level from the
-label file when ../shared/datasets is present, else random labels), tool embeddings = hashed
+label file when the real data is present (--data-dir / $RISKRANK_DATA), else random labels), tool embeddings = hashed
 bag-of-words of the descriptions (so near-duplicate descriptions trip the 0.9 cosine rule), rankings =
 argsort of query-tool cosines of the test queries' bag-of-words vectors (random scores without data).
 

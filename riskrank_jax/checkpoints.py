@@ -13,8 +13,13 @@ Usage::
     # finished? the same call returns the saved result without training.
     res = riskrank_jax.train.load_trained("/abs/ckpt/run1")
 
-A directory whose run.json records another configuration or another training-data hash raises
-``CacheError`` naming the path and the differing keys; it is never mixed into a new run.
+The data identity in run.json is the caller's ``data_id`` when given (a hash of the training texts, labels,
+splits and the encoder id: what the data *is*), else a hash of the arrays' bytes.
+
+A directory that cannot serve the run is never a dead end: when its run.json records another configuration or
+another data identity (stale), or when run.json is missing, truncated or of an unknown format, or the orbax
+state cannot be restored (corrupt), ``RunStore.open`` renames it to ``<dir>.stale-<timestamp>``, logs one
+warning line saying why and where it went, and the run trains from scratch. It is never mixed into a new run.
 The saved state holds unpadded numpy arrays, so a run may resume on a different number of devices.
 """
 
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +39,8 @@ from riskrank_jax.errors import CacheError
 RUN_FILE = "run.json"
 STATE_DIR = "state"
 FORMAT = "riskrank-jax/train-run/1"
+
+log = logging.getLogger(__name__)
 
 
 def hash_arrays(*arrays) -> str:
@@ -72,6 +81,7 @@ class RunStore:
     """run.json plus an orbax CheckpointManager under one directory."""
 
     def __init__(self, directory, run_config: dict, data_hash: str):
+        """data_hash: the run's data identity (the caller's data_id, or a hash of the arrays)."""
         self.directory = Path(directory).expanduser().resolve()
         self.run_file = self.directory / RUN_FILE
         self.run_config = _jsonable(run_config)
@@ -83,17 +93,14 @@ class RunStore:
         """("new" | "partial" | "completed", epochs completed). Raises CacheError on any mismatch."""
         if not self.run_file.exists():
             if (self.directory / STATE_DIR).exists():
-                raise CacheError(f"{self.directory}: holds a {STATE_DIR}/ checkpoint but no {RUN_FILE}; refusing to reuse it")
+                raise CacheError(f"{self.directory}: holds a {STATE_DIR}/ checkpoint but no {RUN_FILE}")
             return "new", 0
         saved = read_run(self.directory)
         differing = diff_keys(saved.get("config"), self.run_config)
         if saved.get("data_hash") != self.data_hash:
             differing.append("data_hash")
         if differing:
-            raise CacheError(
-                f"{self.run_file}: checkpoint was written for another run; differing keys: {', '.join(differing)}. "
-                "Use another checkpoint directory or delete this one."
-            )
+            raise CacheError(f"{self.run_file}: checkpoint was written for another run; differing keys: {', '.join(differing)}")
         latest = self.latest_step()
         epochs = self.run_config["train_config"]["epochs"]
         if saved.get("status") == "completed":
@@ -101,6 +108,24 @@ class RunStore:
                 raise CacheError(f"{self.run_file}: marked completed but the last saved epoch is {latest}, not {epochs}")
             return "completed", epochs
         return "partial", int(latest or 0)
+
+    def open(self, abstract: dict) -> tuple[str, int, dict | None]:
+        """(status, epochs completed, saved state) of the directory, setting it aside when it cannot serve.
+
+        status is "new" (start from scratch; the state is None), "partial" (resume after the returned
+        epoch from the saved state) or "completed" (the saved state of the last epoch). A stale or corrupt
+        directory is renamed by `set_aside` (one warning line) and reported as "new".
+        """
+        try:
+            status, done = self.status()
+            if status == "new" or done == 0:
+                return "new", 0, None
+            return status, done, self.restore(abstract, step=done)
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with the directory, never a dead end
+            self.close()
+            reason = str(exc) if isinstance(exc, CacheError) else f"{self.directory}: {type(exc).__name__}: {exc}"
+            set_aside(self.directory, reason)
+            return "new", 0, None
 
     def latest_step(self) -> int | None:
         if not (self.directory / STATE_DIR).exists():
@@ -166,6 +191,21 @@ class RunStore:
             self._manager = None
 
 
+def set_aside(directory, reason: str) -> Path:
+    """Rename a checkpoint directory to ``<dir>.stale-<YYYYmmdd-HHMMSS>[-i]`` and log one warning line."""
+    directory = Path(directory)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = directory.with_name(f"{directory.name}.stale-{stamp}")
+    i = 1
+    while target.exists():
+        target = directory.with_name(f"{directory.name}.stale-{stamp}-{i}")
+        i += 1
+    os.replace(directory, target)
+    reason = " ".join(reason.split())  # one line, whatever the cause's message holds
+    log.warning("checkpoint not reusable (%s); moved it to %s and training from scratch", reason, target)
+    return target
+
+
 def read_run(checkpoint_dir) -> dict:
     path = Path(checkpoint_dir).expanduser().resolve() / RUN_FILE
     try:
@@ -173,10 +213,11 @@ def read_run(checkpoint_dir) -> dict:
     except FileNotFoundError:
         raise CacheError(f"{path}: no such run file") from None
     except json.JSONDecodeError as exc:
-        raise CacheError(f"{path}: not valid JSON ({exc})") from exc
-    if saved.get("format") != FORMAT:
-        raise CacheError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT!r})")
+        raise CacheError(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        got = saved.get("format") if isinstance(saved, dict) else type(saved).__name__
+        raise CacheError(f"{path}: unknown format {got!r} (expected {FORMAT!r})")
     return saved
 
 
-__all__ = ["RunStore", "read_run", "hash_arrays", "diff_keys", "RUN_FILE"]
+__all__ = ["RunStore", "read_run", "set_aside", "hash_arrays", "diff_keys", "RUN_FILE"]

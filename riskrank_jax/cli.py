@@ -14,7 +14,7 @@ from riskrank_jax.errors import RiskRankError
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
 data_dir_option = click.option(
     "--data-dir", type=click.Path(file_okay=False), default=None,
-    help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA, then ../shared/datasets).")
+    help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md).")
 cache_dir_option = click.option(
     "--cache-dir", type=click.Path(file_okay=False), default=None,
     help="Embedding cache (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax).")
@@ -81,7 +81,7 @@ def data_stats(benchmark, data_dir, as_json):
 @click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {split: {metric: value}}.")
 def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_json):
-    """Ranking and risk-exposure metrics of a retrieval baseline (BM25 or frozen-encoder cosine) on the test split(s)."""
+    """The metrics of docs/metrics.md for a retrieval baseline (BM25 or frozen-encoder cosine) on the test split(s)."""
     import numpy as np
 
     from riskrank_jax import metrics, retrievers
@@ -149,7 +149,7 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
 @encoder_option
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
               help="Checkpoint root (default: checkpoints/); the run lands in <root>/<benchmark>/<run>/.")
-@click.option("--lambda-aware", is_flag=True, help="Train L_rel on f_rel - λ f_risk, one model per λ.")
+@click.option("--lambda-aware", is_flag=True, help="Train L_rel on f_rel - λ f_risk, one model per λ (docs/method.md §3).")
 @click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
               help="λ grid of --lambda-aware.")
 @click.option("--rel-features", type=click.Choice(["concat", "interact"]), default="concat", show_default=True,

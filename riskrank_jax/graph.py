@@ -1,4 +1,4 @@
-"""ToolGraph (SPEC §6): a weighted, undirected tool-tool graph with four edge types.
+"""ToolGraph (docs/method.md §4): a weighted, undirected tool-tool graph with four edge types.
 
 Usage::
 
@@ -36,7 +36,7 @@ EDGE_TYPES: tuple[str, ...] = ("cooccur", "semantic", "permission", "risk_cooccu
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """Thresholds and weights of SPEC §6."""
+    """Thresholds and weights of the ToolGraph (docs/method.md §4)."""
 
     cooccur_min_count: int = 2
     cooccur_weight: float = 0.4
@@ -238,7 +238,7 @@ def _check_inputs(tool_emb, perm_mask, risk):
 
 
 def build_tool_graph(tool_emb, perm_mask, risk, train_gold, config: GraphConfig = GraphConfig()) -> ToolGraph:
-    """Build the four-type ToolGraph of SPEC §6.
+    """Build the four-type ToolGraph of docs/method.md §4.
 
     Args:
       tool_emb: float [N, d] description embeddings (normalised here before the cosine).
@@ -305,7 +305,7 @@ def with_edge_types(graph: ToolGraph, types: Iterable[str] | np.ndarray) -> Tool
 
 
 def stats(graph: ToolGraph, perm_level) -> dict:
-    """Counts of SPEC §6: nodes, undirected edges per type and in total, tools with a neighbour, high-perm."""
+    """ToolGraph counts: nodes, undirected edges per type and in total, tools with a neighbour, high-perm."""
     up = graph.senders < graph.receivers
     tw = graph.type_weights[up]
     out = {"nodes": graph.n_nodes}

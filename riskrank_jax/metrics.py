@@ -1,4 +1,4 @@
-"""Ranking and risk-exposure metrics (SPEC §9) as pure, jit-able JAX functions.
+"""Ranking and risk-exposure metrics (defined in docs/metrics.md) as pure, jit-able JAX functions.
 
     per_query = metrics.compute_all(ranking, gold, risk, k=5)         # ranking [Q, L], gold [Q, G] (-1 = pad)
     per_seed = metrics.compute_all(rankings, gold, risk)               # rankings [S, Q, L]: gold broadcasts
@@ -280,7 +280,7 @@ def is_high_risk_query(gold: jax.Array, risk: jax.Array) -> jax.Array:
 
 
 def compute_all(ranking: jax.Array, gold: jax.Array, risk: jax.Array, *, k: int = 5) -> dict[str, jax.Array]:
-    """Every per-query metric of SPEC §9 at once.
+    """Every per-query metric of docs/metrics.md at once.
 
     Keys (see ``METRIC_KEYS``): "ndcg@5", "ndcg@10", "sndcg@5", "mrr", "recall@10", "success@5",
     "rvr@5", "srr@5", "needrisk_hit@5", "high_risk" (0/1). The "@5" metrics use cut-off ``k`` (the

@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 _HOW_TO_GET_DATA = (
     "The real benchmarks are not bundled. Pass --data-dir DIR (or set RISKRANK_DATA=DIR) where DIR holds "
-    "ultratool/ and seal_tools/ laid out as in their SOURCE.md: UltraTool from "
+    "ultratool/ and seal_tools/ laid out as described in docs/data.md: UltraTool from "
     "github.com/JoeYing1019/UltraTool (data/English-dataset/...), Seal-Tools from "
     "github.com/fairyshine/Seal-Tools (Seal-Tools_Dataset/...), and the risk labels "
     "(from_paper_release/*_risk_labels_resolved.json) from github.com/qli447/risk-aware-tool-retrieval-release. "
@@ -28,7 +28,8 @@ def default_data_candidates() -> list[Path]:
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """Return the benchmark root: `data_dir`, then $RISKRANK_DATA, then ../shared/datasets if it exists."""
+    """Return the benchmark root: `data_dir`, then $RISKRANK_DATA, then the first of `default_data_candidates()`
+    that exists (see docs/data.md for the layout)."""
     if data_dir is not None:
         p = Path(data_dir).expanduser().resolve()
         if not p.is_dir():

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from riskrank_jax.logs import quiet_library_loggers
 from riskrank_jax.scoring import rank_order
 
 __all__ = ["bm25_scores", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
@@ -51,6 +52,7 @@ def bm25_scores(tool_texts: list[str], query_texts: list[str], *, stemmer="auto"
     """
     import bm25s
 
+    quiet_library_loggers(names=("bm25s",))  # bm25s sets its logger to DEBUG when imported
     if stemmer == "auto":
         stemmer = _default_stemmer()
     tool_texts = list(tool_texts)

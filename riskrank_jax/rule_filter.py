@@ -1,4 +1,4 @@
-"""Rule filter for audited registries (SPEC §8 / the paper's Appendix C).
+"""Rule filter for audited registries (docs/method.md §6; the paper's Appendix C).
 
 Usage::
 
@@ -13,7 +13,7 @@ Walk each query's ranking in order; tool t at the current position is accepted u
 
 until k tools are accepted.  Output: the accepted tools in reranked order, then every other tool in
 reranked order.  When fewer than k are accepted, the first positions after them are therefore the
-deferred (rejected) tools in reranked order, which is the SPEC's fill rule; the positions after the
+deferred (rejected) tools in reranked order, which is the paper's fill rule; the positions after the
 first k keep the remaining tools in reranked order.
 
 Implementation: per query the walk keeps O(k) state (three counts, the accepted tools' ids and positions);
@@ -123,7 +123,7 @@ def rule_filter_with_count(ranking, risk, perm_level, tool_emb, *, k: int = 5, r
 def rule_filter(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1, perm_cap: int = 2,
                 sim_threshold: float = 0.9, risk_threshold: int = RISK_THRESHOLD, perm_threshold: int = PERM_THRESHOLD,
                 method: str = "while"):
-    """Apply the SPEC §8 rules to reranked lists.
+    """Apply the rule filter (docs/method.md §6) to reranked lists.
 
     Args:
       ranking: int [Q, L] tool ids in reranked order (L <= N, valid ids).
@@ -144,7 +144,7 @@ def rule_filter(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: in
 def rule_filter_reference(ranking, risk, perm_level, tool_emb, *, k: int = 5, risk_cap: int = 1,
                           perm_cap: int = 2, sim_threshold: float = 0.9, risk_threshold: int = RISK_THRESHOLD,
                           perm_threshold: int = PERM_THRESHOLD) -> np.ndarray:
-    """Plain-Python, float64 transcription of SPEC §8 (the reference for tests and benchmarks)."""
+    """Plain-Python, float64 transcription of the rules (docs/method.md §6): the reference for tests and benchmarks."""
     emb = np.asarray(tool_emb, np.float64)
     emb = emb / np.maximum(np.linalg.norm(emb, axis=-1, keepdims=True), 1e-12)
     out = []

@@ -2,12 +2,12 @@
 
 Usage::
 
-    cfg = TrainConfig()                                   # SPEC §5 reference values
+    cfg = TrainConfig()                                   # docs/method.md §3 protocol values
     res = train_models(tool_emb, query_emb, gold, risk, bench.train_fold_mask, (42, 123, 777), cfg,
                        checkpoint_dir="/abs/ckpt/ultratool-minilm", run_meta={"encoder": ..., ...})
     p = res.model_params(m)                               # model m = s * F + f (× L + l when λ-aware)
 
-What one model does (SPEC §5):
+What one model does (docs/method.md §3):
   * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``n_neg``
     negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
     encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper), or
@@ -50,13 +50,14 @@ from riskrank_jax import checkpoints as ckpt
 from riskrank_jax import model as rr_model
 from riskrank_jax.errors import CacheError
 from riskrank_jax.scoring import level_to_score, penalise
+from riskrank_jax.progress import progress_bar
 
 NEGATIVES = ("uniform", "hard", "mixed")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of a training run (defaults: SPEC §5 reference values)."""
+    """Hyper-parameters of a training run (defaults: the protocol values of docs/method.md §3)."""
 
     lr: float = 1e-3
     batch_size: int = 64
@@ -413,6 +414,7 @@ def train_models(
     run_meta: dict | None = None,
     progress: bool = True,
     on_epoch_end=None,
+    data_id: str | None = None,
 ) -> TrainResult:
     """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
 
@@ -428,12 +430,16 @@ def train_models(
         ``folds=(2,)`` trains exactly the fold-2 model of a full run.
       checkpoint_dir: absolute or relative directory; the state is saved there after every epoch, a
         matching unfinished run resumes, a matching finished run is returned without training, and a
-        mismatching one raises ``CacheError`` (see ``checkpoints``).
+        stale (other configuration or data) or corrupt one is renamed to ``<dir>.stale-<timestamp>`` with
+        one warning line and the run trains from scratch (see ``checkpoints``).
       run_meta: JSON-able facts recorded in run.json and compared on resume (encoder id, benchmark,
         protocol, ...).
-      progress: show a tqdm bar over epochs (mean losses over models).
+      progress: show a tqdm bar over epochs (mean losses over models) when stderr is a terminal.
       on_epoch_end: optional callback(epochs_done, train_loss [M], heldout_loss [M]) called after the
         epoch's checkpoint is written.
+      data_id: identity of the training data recorded in run.json and compared on resume (e.g. a hash of
+        the texts, labels, splits and the encoder id). Default: a hash of the arrays' bytes, which changes
+        when re-encoding moves an embedding by one ulp; pass a data_id to make a checkpoint survive that.
 
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
@@ -461,7 +467,7 @@ def train_models(
 
     index = model_index(seeds, folds, config)
     n_models = len(index)
-    data_hash = ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
+    data_hash = str(data_id) if data_id is not None else ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
     run_config = {
         "train_config": config.to_dict(),
         "seeds": list(seeds),
@@ -470,14 +476,13 @@ def train_models(
         "shapes": {"n_tools": n_tools, "dim": dim, "n_train_queries": n_q, "n_folds": int(fold_mask.shape[0])},
         "meta": dict(run_meta or {}),
     }
-    store = None
-    start_epoch = 0
+    store, saved, start_epoch = None, None, 0
     if checkpoint_dir is not None:
         store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
-        status, done = store.status()
+        status, start_epoch, saved = store.open(abstract_state(n_models, dim, config))
         if status == "completed":
-            return load_trained(store.directory)
-        start_epoch = done
+            store.close()
+            return result_from_state(saved, run_config, data_hash, store.directory)
 
     shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
     if np.any(shared["n_allowed"] < 1):
@@ -538,8 +543,7 @@ def train_models(
     template = init(m_seed, m_fold)
     train_hist = np.full((n_models, config.epochs), np.nan, np.float32)
     held_hist = np.full((n_models, config.epochs), np.nan, np.float32)
-    if start_epoch > 0:
-        saved = store.restore(abstract_state(n_models, dim, config))
+    if saved is not None:
         state = {
             "params": saved["params"],
             "opt_state": _unflat(saved["opt_state"], template["opt_state"]),
@@ -554,11 +558,8 @@ def train_models(
     if store is not None:
         store.begin()
 
-    bar = range(start_epoch, config.epochs)
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(bar, desc=f"train {n_models} models", initial=start_epoch, total=config.epochs, unit="epoch")
+    bar = progress_bar(range(start_epoch, config.epochs), enabled=progress, desc=f"train {n_models} models",
+                       initial=start_epoch, total=config.epochs, unit="epoch")
     for e in bar:
         state, tl, hl = epoch_fn(state, data, m_seed, m_fold, m_lam, jnp.asarray(e, jnp.int32), emb)
         train_hist[:, e] = np.asarray(tl)[:n_models]
@@ -584,6 +585,20 @@ def train_models(
         store.complete()
         result.run_config = {**run_config, "checkpoint_dir": str(store.directory)}
     return result
+
+
+def result_from_state(state: dict, run_config: dict, data_hash: str, checkpoint_dir) -> TrainResult:
+    """The TrainResult of a completed run from its saved state (see ``abstract_state``)."""
+    return TrainResult(
+        params=jax.tree.map(jnp.asarray, state["best_params"]),
+        model_index=run_config["model_index"],
+        heldout_loss=np.asarray(state["heldout_loss"]),
+        train_loss=np.asarray(state["train_loss"]),
+        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
+        config=TrainConfig.from_dict(run_config["train_config"]),
+        data_hash=data_hash,
+        run_config={**run_config, "checkpoint_dir": str(checkpoint_dir)},
+    )
 
 
 def _host_state(state, n_models, train_hist, held_hist, epochs_done) -> dict:
@@ -639,22 +654,13 @@ def load_trained(checkpoint_dir) -> TrainResult:
         )
     cfg_json = saved["config"]
     config = TrainConfig.from_dict(cfg_json["train_config"])
-    index = cfg_json["model_index"]
     store = ckpt.RunStore(directory, cfg_json, saved["data_hash"])
     try:
-        state = store.restore(abstract_state(len(index), cfg_json["shapes"]["dim"], config), step=config.epochs)
+        state = store.restore(abstract_state(len(cfg_json["model_index"]), cfg_json["shapes"]["dim"], config),
+                              step=config.epochs)
     finally:
         store.close()
-    return TrainResult(
-        params=jax.tree.map(jnp.asarray, state["best_params"]),
-        model_index=index,
-        heldout_loss=np.asarray(state["heldout_loss"]),
-        train_loss=np.asarray(state["train_loss"]),
-        best_epoch=np.asarray(state["best_epoch"]).astype(np.int32),
-        config=config,
-        data_hash=saved["data_hash"],
-        run_config={**cfg_json, "checkpoint_dir": str(directory)},
-    )
+    return result_from_state(state, cfg_json, saved["data_hash"], directory)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -719,4 +725,4 @@ def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadCon
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
-           "abstract_state", "load_trained", "RiskHeadConfig", "train_risk_heads"]
+           "abstract_state", "result_from_state", "load_trained", "RiskHeadConfig", "train_risk_heads"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 
 import jax
 import numpy as np
@@ -90,31 +92,98 @@ def test_completed_run_is_reused_without_training(straight):
     assert loaded.config == CFG and loaded.data_hash == full.data_hash
 
 
-def test_mismatching_checkpoint_is_refused(straight):
-    d, _ = straight
-    with pytest.raises(CacheError) as exc:
-        train_models(*DATA, (1, 2), TrainConfig(epochs=4, batch_size=16, hidden=16, lr=2e-3),
-                     checkpoint_dir=d, run_meta=META, progress=False)
-    assert str(d) in str(exc.value) and "train_config.lr" in str(exc.value)
-    assert "data_hash" not in str(exc.value)
+def _copy_run(src, dst):
+    shutil.copytree(src, dst)
+    return dst
 
+
+def _set_aside_dirs(d):
+    return sorted(p for p in d.parent.iterdir() if p.name.startswith(d.name + ".stale-"))
+
+
+def _retrains_after_setting_aside(d, caplog, why, full, **kwargs):
+    """Train into `d`; expect one warning naming `why` and the new place, a fresh result equal to `full`."""
+    caplog.clear()
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="riskrank_jax.checkpoints"):
+        res = train_models(*kwargs.pop("data", DATA), kwargs.pop("seeds", (1, 2)), kwargs.pop("config", CFG),
+                           checkpoint_dir=d, run_meta=kwargs.pop("meta", META), progress=False,
+                           on_epoch_end=lambda e, *_: calls.append(e), **kwargs)
+    moved = _set_aside_dirs(d)
+    assert len(moved) == 1, moved
+    lines = [r.getMessage() for r in caplog.records if r.name == "riskrank_jax.checkpoints"]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert why in lines[0] and str(moved[0]) in lines[0] and "training from scratch" in lines[0]
+    assert calls == list(range(1, CFG.epochs + 1))  # trained from scratch
+    assert read_run(d)["status"] == "completed"
+    if full is not None:
+        _assert_same_result(res, full)
+    return res, moved[0]
+
+
+def test_mismatching_config_is_set_aside_and_retrained(straight, tmp_path, caplog):
+    src, _ = straight
+    d = _copy_run(src, tmp_path / "run")
+    other = TrainConfig(epochs=4, batch_size=16, hidden=16, lr=2e-3)
+    res, moved = _retrains_after_setting_aside(d, caplog, "train_config.lr", None, config=other)
+    assert res.config == other and read_run(d)["config"]["train_config"]["lr"] == 2e-3
+    assert read_run(moved)["config"]["train_config"] == CFG.to_dict()  # the old run is kept, untouched
+
+
+def test_mismatching_data_is_set_aside(straight, tmp_path, caplog):
+    src, _ = straight
+    d = _copy_run(src, tmp_path / "run")
     tools, queries, gold, risk, fold_mask = DATA
     risk2 = risk.copy()
     risk2[0] = 1 + risk2[0] % 5
-    with pytest.raises(CacheError, match="data_hash"):
-        train_models(tools, queries, gold, risk2, fold_mask, (1, 2), CFG, checkpoint_dir=d, run_meta=META,
-                     progress=False)
-
-    with pytest.raises(CacheError) as exc:
-        train_models(*DATA, (1, 2, 3), CFG, checkpoint_dir=d, run_meta={**META, "encoder": "other"}, progress=False)
-    msg = str(exc.value)
-    assert "meta.encoder" in msg and "seeds" in msg and "model_index" in msg
-    # the refused calls left the finished run untouched
-    assert read_run(d)["status"] == "completed"
-    assert json.loads((d / "run.json").read_text())["config"]["meta"] == META
+    _retrains_after_setting_aside(d, caplog, "data_hash", None, data=(tools, queries, gold, risk2, fold_mask))
 
 
-def test_state_without_run_file_is_refused(tmp_path):
-    (tmp_path / "state").mkdir()
-    with pytest.raises(CacheError, match="no run.json"):
-        train_models(*DATA, (1,), CFG, checkpoint_dir=tmp_path, progress=False)
+def test_data_id_is_the_identity_not_the_float_bits(tmp_path, caplog, straight):
+    _, full = straight
+    d = tmp_path / "run"
+    first = train_models(*DATA, (1, 2), CFG, checkpoint_dir=d, run_meta=META, progress=False, data_id="texts-v1")
+    assert read_run(d)["data_hash"] == first.data_hash == "texts-v1"
+    _assert_same_result(first, full)
+    # embeddings moved by one ulp (a re-encoding): same data_id, so the finished run is reused as is
+    tools, queries, gold, risk, fold_mask = DATA
+    nudged = np.nextafter(tools, np.float32(np.inf))
+    calls = []
+    again = train_models(nudged, queries, gold, risk, fold_mask, (1, 2), CFG, checkpoint_dir=d, run_meta=META,
+                         progress=False, data_id="texts-v1", on_epoch_end=lambda *a: calls.append(a))
+    assert calls == [] and _set_aside_dirs(d) == []
+    _assert_same_result(again, full)
+    # another data_id (other texts, labels or splits): set aside, retrained
+    _retrains_after_setting_aside(d, caplog, "data_hash", full, data_id="texts-v2")
+    assert read_run(d)["data_hash"] == "texts-v2"
+
+
+def test_truncated_run_json_is_set_aside(straight, tmp_path, caplog):
+    src, full = straight
+    d = _copy_run(src, tmp_path / "run")
+    text = (d / "run.json").read_text()
+    (d / "run.json").write_text(text[: len(text) // 2])
+    with pytest.raises(CacheError, match="not valid JSON"):
+        read_run(d)
+    _retrains_after_setting_aside(d, caplog, "not valid JSON", full)
+
+
+def test_corrupt_state_is_set_aside(straight, tmp_path, caplog):
+    src, full = straight
+    d = _copy_run(src, tmp_path / "run")
+    damaged = 0
+    for f in (d / "state" / "4").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0:
+            f.write_bytes(b"\0" * 7)
+            damaged += 1
+    assert damaged > 0
+    with pytest.raises(CacheError, match="cannot restore"):
+        load_trained(d)
+    _retrains_after_setting_aside(d, caplog, "cannot restore", full)
+
+
+def test_state_without_run_file_is_set_aside(tmp_path, caplog, straight):
+    _, full = straight
+    d = tmp_path / "run"
+    (d / "state").mkdir(parents=True)
+    _retrains_after_setting_aside(d, caplog, "no run.json", full)

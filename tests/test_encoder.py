@@ -41,6 +41,7 @@ def minilm():
 def test_default_encoder_matches_float64_reference(minilm, reference):
     assert minilm.dim == 384 and minilm.pooling == "mean" and minilm.max_seq_length == 256
     assert minilm.model_id.startswith(reference["model_id_prefix"] + "/mean/256/")
+    assert minilm.model_id.endswith("/pad16")  # the batching scheme: old batch-dependent caches are not reused
     assert minilm.weights_sha256 == reference["weights_sha256"]
     vecs = minilm.encode(reference["sentences"], batch_size=8)
     ref = np.asarray(reference["vectors"])
@@ -62,6 +63,43 @@ def test_default_encoder_with_cache_and_order(minilm, reference, tmp_path):
     np.testing.assert_allclose(out, np.asarray(reference["vectors"])[perm], atol=1e-5)
     again, st2 = embed_texts_with_stats(minilm, sents, EmbeddingCache(tmp_path))
     assert (st2.misses, st2.hits) == (0, 7)
+
+
+def test_vector_of_a_text_does_not_depend_on_its_batch(minilm):
+    """The demo's 263 tool descriptions: forward, reversed, shuffled, one at a time and with other batch
+    sizes give bit-identical vectors (a text's padded length and its batch's shape depend on nothing else)."""
+    texts = [json.loads(line)["api_description"]
+             for line in (REPO / "riskrank_jax" / "data" / "demo" / "tool.jsonl").read_text().splitlines()]
+    assert len(texts) == 263
+    base = minilm.encode(texts, batch_size=64)
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(texts))
+    variants = {
+        "reversed": minilm.encode(texts[::-1], batch_size=64)[::-1],
+        "shuffled": minilm.encode([texts[i] for i in perm], batch_size=64)[np.argsort(perm)],
+        "batch 8": minilm.encode(texts, batch_size=8),
+        "batch 1 (2 rows)": minilm.encode(texts[:40], batch_size=1),
+    }
+    for name, vecs in variants.items():
+        assert np.array_equal(vecs, base[: len(vecs)]), (name, float(np.max(np.abs(vecs - base[: len(vecs)]))))
+    picks = rng.choice(len(texts), 12, replace=False)
+    alone = np.stack([minilm.encode([texts[i]], batch_size=8)[0] for i in picks])
+    assert np.array_equal(alone, base[picks])
+    # random companions in a mixed list with texts from outside the demo
+    extra = ["delete every file in the home directory", "what is the weather in Paris tomorrow?"]
+    mixed = minilm.encode(extra + [texts[i] for i in picks[:6]], batch_size=8)
+    assert np.array_equal(mixed[2:], base[picks[:6]])
+
+
+def test_padded_length_is_a_function_of_the_text_and_batches_hold_fixed_tokens(minilm):
+    assert minilm.buckets == (16, 32, 64, 128, 256)
+    assert all(minilm.bucket_for(n) == min(b for b in minilm.buckets if b >= n) for n in range(1, 257))
+    assert minilm.tokens_per_batch(64) == 1024 and minilm.tokens_per_batch(1) == 512  # >= 2 rows of 256
+    batches = minilm.batches(np.array([3, 40, 17, 16, 200, 5]), 2)
+    assert [(r.tolist(), b, n) for r, b, n in batches] == [
+        ([4], 256, 2), ([1], 64, 8), ([2], 32, 16), ([0, 3, 5], 16, 32)]
+    lengths = np.array([10] * 70 + [20] * 5)
+    assert [(len(r), b, n) for r, b, n in minilm.batches(lengths, 64)] == [(5, 32, 32), (64, 16, 64), (6, 16, 64)]
 
 
 def test_default_model_dir_and_missing_package_message(monkeypatch):
@@ -103,7 +141,7 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 4
+    assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 64  # 1,024 tokens: 2 rows of 256 per device
     assert all(b % 2 == 0 for b, _ in out["shapes"])
     assert np.max(np.abs(np.asarray(out["v"], np.float32) - single)) <= 1e-6
 
@@ -180,7 +218,7 @@ def tiny_cls(tmp_path_factory):
 def test_cls_pooling_equals_normalised_cls_hidden_state(tiny_cls):
     root, model, params = tiny_cls
     enc = load_encoder(root)
-    assert (enc.pooling, enc.dim, enc.max_seq_length, enc.buckets) == ("cls", 32, 40, (16, 32, 40))
+    assert (enc.pooling, enc.dim, enc.max_seq_length, enc.buckets) == ("cls", 32, 40, (16, 32, 48))
     out = enc.encode(TINY_TEXTS, batch_size=4)
     ref = _direct(model, params, enc.tokenizer, TINY_TEXTS, 40, "cls")
     assert out.shape == (6, 32) and out.dtype == np.float32
@@ -188,7 +226,7 @@ def test_cls_pooling_equals_normalised_cls_hidden_state(tiny_cls):
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-6)
 
 
-def test_truncation_order_and_bounded_compilation(tiny_cls, capsys):
+def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch):
     root, _, _ = tiny_cls
     enc = load_encoder(root)
     ids = enc.tokenize(TINY_TEXTS)
@@ -197,18 +235,23 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys):
     a = enc.encode([long, long + " and many more words that fall beyond the limit"], batch_size=4)
     assert np.max(np.abs(a[0] - a[1])) <= 1e-6  # everything past 40 tokens is cut
 
-    batched = enc.encode(TINY_TEXTS, batch_size=4)  # sorted by length into 2 batches, the last one padded
+    batched = enc.encode(TINY_TEXTS, batch_size=4)  # grouped by bucket, the last batch of each padded
     one_by_one = np.concatenate([enc.encode([t], batch_size=4) for t in TINY_TEXTS])
-    assert np.max(np.abs(batched - one_by_one)) <= 1e-5
+    assert np.array_equal(batched, one_by_one)
     rev = enc.encode(TINY_TEXTS[::-1], batch_size=4)
-    assert np.max(np.abs(rev[::-1] - batched)) <= 1e-5
+    assert np.array_equal(rev[::-1], batched)
 
     shapes = set(enc.compiled_shapes)
-    assert shapes <= {(4, b) for b in enc.buckets} and len(shapes) == 3  # lengths 3..40 use all three buckets
+    assert enc.buckets == (16, 32, 48) and enc.tokens_per_batch(4) == 96
+    assert shapes == {(6, 16), (3, 32), (2, 48)}  # lengths 3..40 use all three buckets, 96 tokens each
     more = [f"tool {i} " + "does things " * (i % 12) for i in range(30)]
     enc.encode(more, batch_size=4, progress=True)
     assert set(enc.compiled_shapes) == shapes  # no new compilation for new texts of known buckets
-    assert "encoding" in capsys.readouterr().err  # the progress bar was shown
+    err = capsys.readouterr().err  # stderr is not a terminal here: no bar, not even with progress=True
+    assert "encoding" not in err and "\r" not in err and "\u2588" not in err and "it/s" not in err
+    monkeypatch.setattr("riskrank_jax.progress.stderr_is_terminal", lambda: True)
+    enc.encode(more, batch_size=4, progress=True)
+    assert "encoding" in capsys.readouterr().err  # on a terminal the bar is drawn
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])

@@ -25,7 +25,7 @@ def demo_dir() -> Path:
 
 
 def load_benchmark(name: str, data_dir=None) -> Benchmark:
-    """Load a benchmark by name. `data_dir` (or $RISKRANK_DATA, or ../shared/datasets) holds the real ones."""
+    """Load a benchmark by name. `data_dir` (or $RISKRANK_DATA) holds the real ones (docs/data.md)."""
     from riskrank_jax.data.sealtools import load_demo, load_sealtools
     from riskrank_jax.data.ultratool import load_ultratool
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from riskrank_jax.data.jsonl import line_of_key, read_json_object
 from riskrank_jax.errors import DataError
 
-NULL_RISK_LEVEL = 2  # SPEC §2: a `null` level counts as 2
-UNLABELLED_RISK_LEVEL = 1  # SPEC §2: a tool without a label counts as 1
+NULL_RISK_LEVEL = 2  # a `null` level counts as 2 (docs/data.md)
+UNLABELLED_RISK_LEVEL = 1  # a tool without a label counts as 1 (docs/data.md)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Permission categories of SPEC §6, matched two ways.
+"""Permission categories (docs/method.md §4), matched two ways.
 
 * ``permission_mask`` — the paper's rule, used for the benchmark reproduction: a keyword matches when it is a
   substring of the lower-cased description. It over-matches ("script" inside "description", "eval" inside

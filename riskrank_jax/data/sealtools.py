@@ -1,7 +1,7 @@
 """Seal-Tools (and the embedded demo, which uses the same schema).
 
 tool.jsonl: {"api_name", "api_description", "field", ...}; query files: {"id", "query", "calling": [{"api"}]}.
-Retrieval view (SOURCE.md): query = `query`, gold = unique `calling[].api`, tool text = `api_description`.
+Retrieval view (docs/data.md): query = `query`, gold = unique `calling[].api`, tool text = `api_description`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def single_split_protocol(train: QuerySet, tests: dict[str, QuerySet]):
 
 
 def load_sealtools(root: Path) -> Benchmark:
-    """`root` = <data>/seal_tools. Trains on train.jsonl when present, else on dev.jsonl (SPEC §2)."""
+    """`root` = <data>/seal_tools. Trains on train.jsonl when present, else on dev.jsonl (docs/protocols.md)."""
     ds = root / "Seal-Tools_Dataset"
     tools, notes = read_tool_pool(ds / "tool.jsonl", root / "from_paper_release" / "sealtools_risk_labels_resolved.json")
     index = tools.index_of()

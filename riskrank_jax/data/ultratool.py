@@ -1,4 +1,4 @@
-"""UltraTool (English), retrieval view of SOURCE.md and the training protocol of SPEC §2.
+"""UltraTool (English): the files of docs/data.md and the training protocols of docs/protocols.md.
 
 * Pool: the entries of `from_paper_release/ultratool_risk_labels_resolved.json` (name, description, risk).
 * Test queries: for each line of `test_set/tool_usage.json`, the `step` strings of the `input` items that
