@@ -6,7 +6,7 @@ Usage::
     rel = relevance_full(params, q_emb, tool_emb)               # [Q, N], never builds [Q, N, 2d]
     s = scoring.penalise(rel, risk(params, tool_emb), 0.1)      # [Q, N]: f_rel - 0.1 * f_risk
 
-Definitions (SPEC §4)::
+Definitions (docs/method.md)::
 
     f_rel(q, t) = sigmoid(W2 · relu(W1 · x(q, t) + b1) + b2),  x = [E(q); E(t)]            ("concat")
     f_risk(t)   = sigmoid(V2 · relu(V1 · E(t) + c1) + c2)

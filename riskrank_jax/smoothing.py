@@ -1,4 +1,4 @@
-"""Graph smoothing of score vectors over a ToolGraph (SPEC §7), as message passing.
+"""Graph smoothing of score vectors over a ToolGraph (docs/method.md), as message passing.
 
 Usage::
 

@@ -1533,7 +1533,7 @@ QUERIES = [
     ("", "How many grams is 3 cups of flour, and find me a bread recipe that uses about that much.", ["convertQuantityUnits", "findRecipes"]),
 ]
 
-# Permission categories of SPEC §6: the package's own table (one definition for data and checks).
+# Permission categories (docs/method.md): the package's own table (one definition for data and checks).
 # ---------------------------------------------------------------------------------------------------
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from riskrank_jax.data.permissions import PERMISSION_CATEGORIES as PERMISSION_KEYWORDS  # noqa: E402

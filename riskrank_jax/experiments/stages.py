@@ -74,8 +74,11 @@ def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_roo
     meta = {"benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id, "variant": name,
             "seeds": list(seeds), "folds": bench.n_folds, "data": bench.fingerprint()}
     run_dir = Path(ckpt_root) / bench.name / f"{name}-{short_hash([meta, dataclasses.asdict(train_cfg)])}"
+    # the checkpoint's data identity: texts, labels, splits and the encoder id, never the float bits of embeddings
+    data_id = short_hash([bench.fingerprint(), encoder_id])
     return train_models(emb["tools"], emb["train"], bench.train.gold, bench.tools.risk, bench.train_fold_mask,
-                        tuple(seeds), train_cfg, checkpoint_dir=run_dir, run_meta=meta, progress=progress)
+                        tuple(seeds), train_cfg, checkpoint_dir=run_dir, run_meta=meta, progress=progress,
+                        data_id=data_id)
 
 
 def training_summary(res) -> dict:

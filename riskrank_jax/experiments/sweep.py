@@ -251,7 +251,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 @click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
               "(default: the embedded all-MiniLM-L6-v2).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Root of the real benchmarks (default: $RISKRANK_DATA, then ../shared/datasets).")
+              help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Results root (default: experiments/results).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory.")
