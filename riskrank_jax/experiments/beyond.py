@@ -107,5 +107,32 @@ def risk_budget_section(ev, chosen: dict, family: str, risk, fold, n_seeds: int,
     return out
 
 
+
+
+FIRST_STAGES = ("bm25", "dense", "hybrid", "hybrid_named")
+RISK_AWARE_FAMILIES = ("hybrid_risk", "rerank")
+
+
+def recommendation(main: dict, families: dict) -> str | None:
+    """One sentence: which variant a user should pick on this split, and why.
+
+    The pick: the risk-aware variant (hybrid_risk / rerank families) with the highest NDCG@5 among those whose
+    RVR@5 is at most the dense retriever's; None when the split has none of these rows.
+    """
+    firsts = {v: main[v] for v in FIRST_STAGES if v in main}
+    pool = {v: m for v, m in main.items() if families.get(v) in RISK_AWARE_FAMILIES}
+    if not firsts or not pool or "dense" not in main:
+        return None
+    dense_rvr = main["dense"]["rvr@5"]["mean"]
+    ok = {v: m for v, m in pool.items() if m["rvr@5"]["mean"] <= dense_rvr + 1e-12} or pool
+    pick = max(ok, key=lambda v: (ok[v]["ndcg@5"]["mean"], -ok[v]["rvr@5"]["mean"]))
+    best_first = max(firsts, key=lambda v: firsts[v]["ndcg@5"]["mean"])
+    m, b = main[pick], firsts[best_first]
+    verdict = "above" if m["ndcg@5"]["mean"] >= b["ndcg@5"]["mean"] else "below"
+    return (f"Pick `{pick}`: NDCG@5 {m['ndcg@5']['mean']:.4f}, {verdict} the best first stage `{best_first}` "
+            f"({b['ndcg@5']['mean']:.4f}), with RVR@5 {m['rvr@5']['mean']:.4f} against dense's {dense_rvr:.4f} "
+            f"(the highest NDCG@5 among the risk-aware variants that expose no more risky tools than dense).")
+
+
 __all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "risk_budget_section",
-           "BUDGET_FAMILIES"]
+           "BUDGET_FAMILIES", "recommendation", "rerank_summary"]

@@ -230,6 +230,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
                            budgets)
         for name, value in sections.items():
             results[name][split] = value
+        results.setdefault("recommendation", {})[split] = beyond.recommendation(results["main"][split],
+                                                                                 results["variant_families"])
     if cfg.smoothing_benchmark:
         results["smoothing_throughput"] = log.run(
             "smoothing throughput benchmark", smoothing_throughput, graphs["train"][0],
