@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax.scoring import penalise, rank_order
+from riskrank_jax.scoring import penalise, top_order
 
 BUDGETS = (0.02, 0.05, 0.10)
 LAMBDA_GRID = tuple(round(0.1 * i, 1) for i in range(41))  # 0.0 .. 4.0, z-scale λ (per-query std units)
@@ -31,7 +31,7 @@ def rvr_by_lambda(rel, risk_score, risk_levels, lambdas, *, k: int = 5):
     Returns:
       float32 [L, Q].
     """
-    ranking = rank_order(penalise(jnp.asarray(rel), jnp.asarray(risk_score), jnp.asarray(lambdas, jnp.float32)))
+    ranking = top_order(penalise(jnp.asarray(rel), jnp.asarray(risk_score), jnp.asarray(lambdas, jnp.float32)), k)
     return metrics.rvr_at_k(ranking, jnp.asarray(risk_levels), k=k)
 
 

@@ -31,7 +31,7 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.hybrid import choose_weight, zscore
-from riskrank_jax.scoring import rank_order
+from riskrank_jax.scoring import top_order
 
 N_FEATURES = 4
 
@@ -106,7 +106,7 @@ def _loss(params, q_emb, t_emb, feats, cand, n_gold, mask, l2):
 
 
 def _heldout_ndcg(scores, gold, mask):
-    per_q = metrics.ndcg_at_k(rank_order(scores), gold, k=5)
+    per_q = metrics.ndcg_at_k(top_order(scores, 5), gold, k=5)
     return (per_q * mask).sum() / jnp.maximum(mask.sum(), 1)
 
 

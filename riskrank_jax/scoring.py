@@ -76,5 +76,13 @@ def rank_order(scores):
     return jnp.argsort(-jnp.asarray(scores), axis=-1, stable=True).astype(jnp.int32)
 
 
+def top_order(scores, k: int):
+    """int32 [..., k]: the first k entries of ``rank_order(scores)`` (``lax.top_k`` keeps the lower index first
+    among equal scores), without sorting the whole pool."""
+    import jax
+
+    return jax.lax.top_k(jnp.asarray(scores), k)[1].astype(jnp.int32)
+
+
 __all__ = ["RISK_THRESHOLD", "SEVERE_THRESHOLD", "PERM_THRESHOLD", "RISK_LEVELS", "is_risky", "is_severe",
-           "is_high_permission", "level_to_score", "penalise", "rank_order"]
+           "is_high_permission", "level_to_score", "penalise", "rank_order", "top_order"]
