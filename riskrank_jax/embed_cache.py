@@ -33,6 +33,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from riskrank_jax.encoder import check_texts
 from riskrank_jax.errors import CacheError, RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
 
@@ -299,12 +300,6 @@ class EmbeddingCache:
         return len(t.index)
 
 
-def _texts_list(texts: Any) -> list[str]:
-    from riskrank_jax.encoder import _check_texts
-
-    return _check_texts(texts)
-
-
 def embed_texts_with_stats(
     encoder: TextEncoder,
     texts: Sequence[str],
@@ -315,7 +310,7 @@ def embed_texts_with_stats(
 ) -> tuple[np.ndarray, EmbedStats]:
     """Like `embed_texts`, also returning the EmbedStats."""
     t0 = time.perf_counter()
-    texts = _texts_list(texts)
+    texts = check_texts(texts)
     dim = int(encoder.dim)
     model_id = str(encoder.model_id)
     stats = EmbedStats(model_id=model_id, n_texts=len(texts))

@@ -209,32 +209,47 @@ def _load_flax_params(model_dir: Path, config, files: list[Path]):
     renaming for PyTorch-format files is transformers' own `rename_key_and_reshape_tensor`. A PyTorch .bin
     file goes through `from_pretrained(from_pt=True)`, which needs torch.
     """
-    import jax
-    from flax.serialization import msgpack_restore
     from flax.traverse_util import flatten_dict, unflatten_dict
-    from safetensors import safe_open
     from transformers import FlaxBertModel
-    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
 
     with _quiet_transformers():
         model = FlaxBertModel(config, _do_init=False)
     target = flatten_dict(model.params_shape_tree)
     prefix = model.base_model_prefix  # "bert"
-
     if files[0].suffix == ".bin":
-        try:
-            import torch  # noqa: F401
-        except ImportError as e:
-            raise RiskRankError(
-                f"{files[0]}: PyTorch .bin weights need torch to read; convert them to model.safetensors "
-                "(or install torch)"
-            ) from e
-        try:
-            with _quiet_transformers():
-                full = FlaxBertModel.from_pretrained(str(model_dir), from_pt=True, local_files_only=True)
-        except Exception as e:  # noqa: BLE001 - reported with the directory named
-            raise RiskRankError(f"{model_dir}: cannot load the BERT weights ({type(e).__name__}: {e})") from e
-        return model, jax.device_get(full.params)
+        return model, _params_from_pytorch_bin(model_dir, files[0])
+    loaded = _read_weight_files(model_dir, files, target, prefix)
+    return model, unflatten_dict(_fit_to_target(model_dir, files, target, loaded))
+
+
+def _params_from_pytorch_bin(model_dir: Path, first_file: Path):
+    """Params of a PyTorch .bin checkpoint through `from_pretrained(from_pt=True)` (needs torch)."""
+    import jax
+    from transformers import FlaxBertModel
+
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise RiskRankError(
+            f"{first_file}: PyTorch .bin weights need torch to read; convert them to model.safetensors "
+            "(or install torch)"
+        ) from e
+    try:
+        with _quiet_transformers():
+            full = FlaxBertModel.from_pretrained(str(model_dir), from_pt=True, local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - reported with the directory named
+        raise RiskRankError(f"{model_dir}: cannot load the BERT weights ({type(e).__name__}: {e})") from e
+    return jax.device_get(full.params)
+
+
+def _read_weight_files(model_dir: Path, files: list[Path], target: dict, prefix: str) -> dict:
+    """{flat key: float32 array} of every tensor in the safetensors / msgpack `files`, keys without the
+    `prefix` ("bert") level and, for PyTorch-format safetensors, renamed (and reshaped) to Flax's."""
+    import jax
+    from flax.serialization import msgpack_restore
+    from flax.traverse_util import flatten_dict
+    from safetensors import safe_open
+    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
 
     def strip(key: tuple[str, ...]) -> tuple[str, ...]:
         return key[1:] if key[0] == prefix and len(key) > 1 else key
@@ -259,6 +274,12 @@ def _load_flax_params(model_dir: Path, config, files: list[Path]):
         raise
     except Exception as e:  # noqa: BLE001
         raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
+    return loaded
+
+
+def _fit_to_target(model_dir: Path, files: list[Path], target: dict, loaded: dict) -> dict:
+    """The flat params the model expects (`target`: key -> shape), taken from `loaded`; the unused pooler
+    head is zero-filled when absent; a missing or mis-shaped weight is a RiskRankError."""
     params = {}
     for key, shape in target.items():
         if key in loaded:
@@ -272,7 +293,7 @@ def _load_flax_params(model_dir: Path, config, files: list[Path]):
             params[key] = np.zeros(shape.shape, np.float32)
         else:
             raise RiskRankError(f"{model_dir}: weight {'.'.join(key)} missing from {[p.name for p in files]}")
-    return model, unflatten_dict(params)
+    return params
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -289,6 +310,47 @@ def _buckets_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]:
     return tuple([x for x in LENGTH_BUCKETS if x < top] + [top])
 
 
+def _read_bert_config(model_dir: Path):
+    """The model's transformers BertConfig; a clear error when config.json is missing or not BERT."""
+    from transformers import BertConfig
+
+    cfg_path = model_dir / "config.json"
+    if not cfg_path.is_file():
+        raise RiskRankError(f"{model_dir}: no config.json, not a Hugging Face model directory")
+    with _quiet_transformers():
+        config = BertConfig.from_pretrained(str(model_dir), local_files_only=True)
+    if config.model_type != "bert":
+        raise RiskRankError(
+            f"{cfg_path}: model_type {config.model_type!r} is not supported; this encoder runs BERT models "
+            "(model_type 'bert', e.g. all-MiniLM, BGE) through FlaxBertModel"
+        )
+    return config
+
+
+def _load_tokenizer(model_dir: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        with _quiet_transformers():
+            return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise RiskRankError(f"{model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
+
+
+def _resolve_max_seq_length(requested: int | None, st: SentenceConfig, tokenizer, limit: int) -> int:
+    """The caller's value, else the sentence-transformers setting, else the tokenizer's (when sane), else the
+    position table size `limit`; capped at `limit`."""
+    max_seq_length = requested
+    if max_seq_length is None:
+        max_seq_length = st.max_seq_length
+    if max_seq_length is None:
+        tok_max = getattr(tokenizer, "model_max_length", None)
+        max_seq_length = int(tok_max) if tok_max and tok_max < 1_000_000 else limit
+    if max_seq_length < 3:
+        raise RiskRankError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    return min(int(max_seq_length), limit)
+
+
 class Encoder:
     """A loaded, frozen sentence encoder. Build it with `load_encoder`."""
 
@@ -301,42 +363,18 @@ class Encoder:
         normalize: bool = True,
         precision: str = "highest",
     ):
-        import jax
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-        from transformers import AutoTokenizer, BertConfig
-
         self.model_dir = Path(model_dir)
         self.name = name
-        cfg_path = self.model_dir / "config.json"
-        if not cfg_path.is_file():
-            raise RiskRankError(f"{self.model_dir}: no config.json, not a Hugging Face model directory")
-        with _quiet_transformers():
-            config = BertConfig.from_pretrained(str(self.model_dir), local_files_only=True)
-        if config.model_type != "bert":
-            raise RiskRankError(
-                f"{cfg_path}: model_type {config.model_type!r} is not supported; this encoder runs BERT models "
-                "(model_type 'bert', e.g. all-MiniLM, BGE) through FlaxBertModel"
-            )
+        config = _read_bert_config(self.model_dir)
         files = _weight_files(self.model_dir)
         if not files:
             raise RiskRankError(
                 f"{self.model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)"
             )
         st = read_sentence_config(self.model_dir)
-        try:
-            with _quiet_transformers():
-                self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
-        except Exception as e:  # noqa: BLE001
-            raise RiskRankError(f"{self.model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
+        self.tokenizer = _load_tokenizer(self.model_dir)
         limit = int(config.max_position_embeddings)
-        if max_seq_length is None:
-            max_seq_length = st.max_seq_length
-        if max_seq_length is None:
-            tok_max = getattr(self.tokenizer, "model_max_length", None)
-            max_seq_length = int(tok_max) if tok_max and tok_max < 1_000_000 else limit
-        if max_seq_length < 3:
-            raise RiskRankError(f"max_seq_length must be at least 3, got {max_seq_length}")
-        self.max_seq_length: int = min(int(max_seq_length), limit)
+        self.max_seq_length: int = _resolve_max_seq_length(max_seq_length, st, self.tokenizer, limit)
         self.pooling: str = st.pooling
         self.do_lower_case: bool = st.do_lower_case
         self.normalize: bool = bool(normalize)
@@ -345,21 +383,32 @@ class Encoder:
         self.config = config
         self.dim: int = int(config.hidden_size)
         self.buckets: tuple[int, ...] = _buckets_for(self.max_seq_length, limit)
-
         self.weights_sha256 = _sha256_files(files)
         tok_files = [self.model_dir / f for f in _TOKENIZER_FILES if (self.model_dir / f).is_file()]
         self.tokenizer_sha256 = _sha256_files(tok_files)
-        mid = f"{name}@{self.weights_sha256[:16]}/{self.pooling}/{self.max_seq_length}/tok{self.tokenizer_sha256[:8]}"
+        self.model_id: str = self._identity()
+        self._model, params = _load_flax_params(self.model_dir, config, files)
+        self._place(params)
+        self._pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
+        self._cls_id = self.tokenizer.cls_token_id
+        self._sep_id = self.tokenizer.sep_token_id
+
+    def _identity(self) -> str:
+        """The model id: name, weights and tokenizer hashes, pooling, length, casing, normalisation and the
+        batching scheme (vectors cached under an older, batch-dependent scheme are never mixed with these)."""
+        mid = (f"{self.name}@{self.weights_sha256[:16]}/{self.pooling}/{self.max_seq_length}"
+               f"/tok{self.tokenizer_sha256[:8]}")
         if self.do_lower_case:
             mid += "/lower"
         if not self.normalize:
             mid += "/nonorm"
-        # The batching scheme is part of the identity: vectors cached under an older, batch-dependent
-        # scheme are never mixed with these.
-        mid += f"/{BATCHING_SCHEME}"
-        self.model_id: str = mid
+        return mid + f"/{BATCHING_SCHEME}"
 
-        self._model, params = _load_flax_params(self.model_dir, config, files)
+    def _place(self, params) -> None:
+        """Replicate the weights over a 1-D mesh of all devices (batches are sharded along it)."""
+        import jax
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
         self.devices = list(jax.devices())
         self._mesh = Mesh(np.array(self.devices), ("data",))
         self._batch_sharding = NamedSharding(self._mesh, PartitionSpec("data"))
@@ -368,9 +417,6 @@ class Encoder:
         self._jitted = jax.jit(self._forward)
         self._compiled: dict[tuple[int, int], Any] = {}
         self.compile_seconds: dict[tuple[int, int], float] = {}
-        self._pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
-        self._cls_id = self.tokenizer.cls_token_id
-        self._sep_id = self.tokenizer.sep_token_id
 
     def __repr__(self) -> str:
         return f"Encoder(model_id={self.model_id!r}, dim={self.dim}, devices={len(self.devices)})"
@@ -432,7 +478,7 @@ class Encoder:
     # -- public API -------------------------------------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, truncated to max_seq_length (incl. [CLS] and [SEP])."""
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         if not texts:
             return []
         if self.do_lower_case:
@@ -516,7 +562,11 @@ class Encoder:
         return out
 
 
-def _check_texts(texts: Any) -> list[str]:
+def check_texts(texts: Any) -> list[str]:
+    """`texts` as a list of str (a numpy array or any iterable of str is accepted).
+
+    Raises EncoderInputError for a single string, a non-iterable, or an item that is not a str.
+    """
     if isinstance(texts, (str, bytes)):
         raise EncoderInputError("encode() takes a list of str, not a single string; wrap it: [text]")
     if isinstance(texts, np.ndarray):

@@ -40,6 +40,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -397,25 +398,212 @@ def _unflat(flat: dict, like):
 
 
 # ----------------------------------------------------------------------------------------------
+# Host-side steps of a run (train_models calls them in this order)
+
+
+def _checked_inputs(tool_emb, query_emb, gold, risk, fold_mask):
+    """The training arrays as numpy (float32 embeddings, int32 gold and risk, bool fold mask), their
+    shapes and risk levels checked. Returns (tool_emb, query_emb, gold, risk, fold_mask)."""
+    tool_emb = np.asarray(tool_emb, np.float32)
+    query_emb = np.asarray(query_emb, np.float32)
+    risk = np.asarray(risk, np.int32)
+    fold_mask = np.asarray(fold_mask, bool)
+    gold_in = np.asarray(gold, np.int32)
+    n_tools, dim = tool_emb.shape
+    n_q = query_emb.shape[0]
+    if query_emb.shape[1] != dim:
+        raise ValueError(f"query_emb has width {query_emb.shape[1]}, tool_emb {dim}")
+    if gold_in.shape[0] != n_q or fold_mask.ndim != 2 or fold_mask.shape[1] != n_q or risk.shape != (n_tools,):
+        raise ValueError(
+            f"shapes disagree: query_emb {query_emb.shape}, gold {gold_in.shape}, fold_mask {fold_mask.shape}, "
+            f"risk {risk.shape}, tool_emb {tool_emb.shape}"
+        )
+    if np.any((risk < 1) | (risk > 5)):
+        raise ValueError("risk levels must lie in 1..5")
+    return tool_emb, query_emb, gold_in, risk, fold_mask
+
+
+def _checked_seeds_folds(seeds, folds, n_folds: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Seeds and folds as int tuples (folds default: all ``n_folds``); at least one of each, folds in range."""
+    seeds = tuple(int(s) for s in seeds)
+    folds = tuple(range(n_folds)) if folds is None else tuple(int(f) for f in folds)
+    if not seeds or not folds or any(not 0 <= f < n_folds for f in folds):
+        raise ValueError(f"need at least one seed and valid folds, got seeds={seeds}, folds={folds}")
+    return seeds, folds
+
+
+def _run_config(config: TrainConfig, seeds, folds, index, tool_emb, query_emb, fold_mask, run_meta) -> dict:
+    """What run.json records (and a resume compares): configuration, models, shapes, caller's facts."""
+    n_tools, dim = tool_emb.shape
+    return {
+        "train_config": config.to_dict(),
+        "seeds": list(seeds),
+        "folds": list(folds),
+        "model_index": index,
+        "shapes": {"n_tools": n_tools, "dim": dim, "n_train_queries": query_emb.shape[0],
+                   "n_folds": int(fold_mask.shape[0])},
+        "meta": dict(run_meta or {}),
+    }
+
+
+def _open_checkpoint(checkpoint_dir, run_config: dict, data_hash: str, config: TrainConfig):
+    """(store, saved state or None, epochs already done, TrainResult when the run is already complete).
+
+    No directory: (None, None, 0, None)."""
+    if checkpoint_dir is None:
+        return None, None, 0, None
+    store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
+    n_models, dim = len(run_config["model_index"]), run_config["shapes"]["dim"]
+    status, start_epoch, saved = store.open(abstract_state(n_models, dim, config))
+    if status == "completed":
+        store.close()
+        return store, saved, start_epoch, result_from_state(saved, run_config, data_hash, store.directory)
+    return store, saved, start_epoch, None
+
+
+def _shared_for_run(gold_in, fold_mask, query_emb, tool_emb, config: TrainConfig) -> tuple[dict, np.ndarray]:
+    """``_shared_inputs`` plus, for hard/mixed negatives, each query's hard candidates ("hard_order" int32
+    [Q, H], "n_hard" int32 [Q]); clear errors when no negative can be drawn."""
+    n_tools = tool_emb.shape[0]
+    shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
+    if np.any(shared["n_allowed"] < 1):
+        raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
+    if config.negatives in ("hard", "mixed"):
+        if config.hard_pool > n_tools:
+            raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
+                                        config.hard_pool)
+        n_hard = np.asarray(n_hard)
+        if np.any((n_hard < 1) & (n_gold > 0)):
+            raise ValueError(f"hard_pool={config.hard_pool} is filled by gold tools for some query; raise it")
+        shared["hard_order"], shared["n_hard"] = np.asarray(order), np.maximum(n_hard, 1).astype(np.int32)
+    return shared, n_gold
+
+
+def _model_counts(index, n_gold, fold_mask, config: TrainConfig):
+    """Per-model triplet counts on the host, which fix the static shapes.
+
+    Returns (n_valid int [M], n_hold int32 [M], steps per epoch, held-out width)."""
+    n_valid = np.array([config.n_neg * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
+    n_hold = np.array([_n_hold(int(v), config.holdout) for v in n_valid], np.int32)
+    n_train = n_valid - n_hold
+    if np.any(n_train < 1):
+        raise ValueError("some model has no training triplets (empty fold or no gold tools)")
+    steps = int(math.ceil(n_train.max() / config.batch_size))
+    n_hold_max = max(1, int(n_hold.max()))
+    return n_valid, n_hold, steps, n_hold_max
+
+
+def _model_axis(n_models: int):
+    """The model axis padded to a multiple of the device count and sharded over a 1-D mesh.
+
+    Returns (pad_ix int [M_pad]: the model each padded slot repeats, put_m: place a tree split along the
+    model axis, put_r: place a tree replicated on every device)."""
+    devices = jax.devices()
+    n_dev = len(devices)
+    n_pad = -(-n_models // n_dev) * n_dev
+    pad_ix = np.concatenate([np.arange(n_models), np.zeros(n_pad - n_models, np.int64)])
+    if n_dev > 1:
+        mesh = jax.sharding.Mesh(np.array(devices), ("m",))
+        per_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("m"))
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+        def put_m(tree):
+            return jax.device_put(tree, per_model)
+
+        def put_r(tree):
+            return jax.device_put(tree, replicated)
+    else:
+        put_m = put_r = jax.device_put
+    return pad_ix, put_m, put_r
+
+
+@dataclass
+class _Run:
+    """One run's device-side inputs and programs; model axis padded (``pad_ix``), first ``n_models`` real."""
+
+    n_models: int
+    pad_ix: np.ndarray
+    put_m: Callable
+    seed: jax.Array  # int32 [M_pad]
+    fold: jax.Array  # int32 [M_pad]
+    lam: jax.Array  # float32 [M_pad]
+    data: dict  # triplet slots per model (see _build_triplets), without "n_valid"
+    emb: dict  # tool_emb, query_emb, risk target (replicated)
+    template: dict  # freshly initialised state (params, Adam state, best-so-far)
+    epoch_fn: Callable
+
+
+def _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config: TrainConfig) -> _Run:
+    """Everything the epochs read: shared inputs, triplets built on device, initial state."""
+    n_models, dim = len(index), tool_emb.shape[1]
+    shared, n_gold = _shared_for_run(gold_in, fold_mask, query_emb, tool_emb, config)
+    emb = {
+        "tool_emb": tool_emb,
+        "query_emb": query_emb,
+        "target": level_to_score(risk),
+    }
+    n_valid, n_hold, steps, n_hold_max = _model_counts(index, n_gold, fold_mask, config)
+    pad_ix, put_m, put_r = _model_axis(n_models)
+    m_seed = put_m(np.array([index[i]["seed"] for i in pad_ix], np.int32))
+    m_fold = put_m(np.array([index[i]["fold"] for i in pad_ix], np.int32))
+    m_lam = put_m(np.array([index[i].get("lam", 0.0) for i in pad_ix], np.float32))
+    shared = put_r(shared)
+    emb = put_r({**emb})
+
+    build, init, epoch_fn = _programs(config, steps, n_hold_max, dim)
+    data = build(m_seed, m_fold, put_m(n_hold[pad_ix]), shared)
+    got_valid = np.asarray(data["n_valid"])[:n_models]
+    assert np.array_equal(got_valid, n_valid), (got_valid, n_valid)
+    data = {k: v for k, v in data.items() if k != "n_valid"}
+    template = init(m_seed, m_fold)
+    return _Run(n_models, pad_ix, put_m, m_seed, m_fold, m_lam, data, emb, template, epoch_fn)
+
+
+def _initial_state(run: _Run, saved: dict | None, epochs: int):
+    """(state, train_hist, held_hist): fresh (NaN curves [M, epochs]) or the checkpoint's, placed on device."""
+    train_hist = np.full((run.n_models, epochs), np.nan, np.float32)
+    held_hist = np.full((run.n_models, epochs), np.nan, np.float32)
+    if saved is None:
+        return run.template, train_hist, held_hist
+    state = {
+        "params": saved["params"],
+        "opt_state": _unflat(saved["opt_state"], run.template["opt_state"]),
+        "best_params": saved["best_params"],
+        "best_loss": saved["best_loss"],
+        "best_epoch": saved["best_epoch"],
+    }
+    state = run.put_m(jax.tree.map(lambda x: np.asarray(x)[run.pad_ix], state))
+    return state, np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
+
+
+def _run_epochs(run: _Run, state, train_hist, held_hist, start_epoch: int, epochs: int, store, progress: bool,
+                on_epoch_end):
+    """Epochs start_epoch..epochs-1: fill the curves in place, checkpoint each epoch; returns the final state."""
+    n_models = run.n_models
+    bar = progress_bar(range(start_epoch, epochs), enabled=progress, desc=f"train {n_models} models",
+                       initial=start_epoch, total=epochs, unit="epoch")
+    for e in bar:
+        state, tl, hl = run.epoch_fn(state, run.data, run.seed, run.fold, run.lam, jnp.asarray(e, jnp.int32), run.emb)
+        train_hist[:, e] = np.asarray(tl)[:n_models]
+        held_hist[:, e] = np.asarray(hl)[:n_models]
+        if progress:
+            bar.set_postfix(train=f"{np.mean(train_hist[:, e]):.4f}", heldout=f"{np.nanmean(held_hist[:, e]):.4f}")
+        if store is not None:
+            store.save_epoch(e + 1, _host_state(state, n_models, train_hist, held_hist, e + 1))
+        if on_epoch_end is not None:
+            on_epoch_end(e + 1, train_hist[:, e].copy(), held_hist[:, e].copy())
+    return state
+
+
+# ----------------------------------------------------------------------------------------------
 # Entry point
 
 
-def train_models(
-    tool_emb,
-    query_emb,
-    gold,
-    risk,
-    fold_mask,
-    seeds: tuple[int, ...],
-    config: TrainConfig = TrainConfig(),
-    *,
-    folds: tuple[int, ...] | None = None,
-    checkpoint_dir=None,
-    run_meta: dict | None = None,
-    progress: bool = True,
-    on_epoch_end=None,
-    data_id: str | None = None,
-) -> TrainResult:
+def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, ...],
+                 config: TrainConfig = TrainConfig(), *, folds: tuple[int, ...] | None = None, checkpoint_dir=None,
+                 run_meta: dict | None = None, progress: bool = True, on_epoch_end=None,
+                 data_id: str | None = None) -> TrainResult:
     """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
 
     Args:
@@ -444,139 +632,25 @@ def train_models(
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
     """
-    tool_emb = np.asarray(tool_emb, np.float32)
-    query_emb = np.asarray(query_emb, np.float32)
-    risk = np.asarray(risk, np.int32)
-    fold_mask = np.asarray(fold_mask, bool)
-    gold_in = np.asarray(gold, np.int32)
-    n_tools, dim = tool_emb.shape
-    n_q = query_emb.shape[0]
-    if query_emb.shape[1] != dim:
-        raise ValueError(f"query_emb has width {query_emb.shape[1]}, tool_emb {dim}")
-    if gold_in.shape[0] != n_q or fold_mask.ndim != 2 or fold_mask.shape[1] != n_q or risk.shape != (n_tools,):
-        raise ValueError(
-            f"shapes disagree: query_emb {query_emb.shape}, gold {gold_in.shape}, fold_mask {fold_mask.shape}, "
-            f"risk {risk.shape}, tool_emb {tool_emb.shape}"
-        )
-    if np.any((risk < 1) | (risk > 5)):
-        raise ValueError("risk levels must lie in 1..5")
-    seeds = tuple(int(s) for s in seeds)
-    folds = tuple(range(fold_mask.shape[0])) if folds is None else tuple(int(f) for f in folds)
-    if not seeds or not folds or any(not 0 <= f < fold_mask.shape[0] for f in folds):
-        raise ValueError(f"need at least one seed and valid folds, got seeds={seeds}, folds={folds}")
-
+    tool_emb, query_emb, gold_in, risk, fold_mask = _checked_inputs(tool_emb, query_emb, gold, risk, fold_mask)
+    seeds, folds = _checked_seeds_folds(seeds, folds, fold_mask.shape[0])
     index = model_index(seeds, folds, config)
-    n_models = len(index)
     data_hash = str(data_id) if data_id is not None else ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
-    run_config = {
-        "train_config": config.to_dict(),
-        "seeds": list(seeds),
-        "folds": list(folds),
-        "model_index": index,
-        "shapes": {"n_tools": n_tools, "dim": dim, "n_train_queries": n_q, "n_folds": int(fold_mask.shape[0])},
-        "meta": dict(run_meta or {}),
-    }
-    store, saved, start_epoch = None, None, 0
-    if checkpoint_dir is not None:
-        store = ckpt.RunStore(checkpoint_dir, run_config, data_hash)
-        status, start_epoch, saved = store.open(abstract_state(n_models, dim, config))
-        if status == "completed":
-            store.close()
-            return result_from_state(saved, run_config, data_hash, store.directory)
-
-    shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
-    if np.any(shared["n_allowed"] < 1):
-        raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
-    if config.negatives in ("hard", "mixed"):
-        if config.hard_pool > n_tools:
-            raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
-        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]), config.hard_pool)
-        n_hard = np.asarray(n_hard)
-        if np.any((n_hard < 1) & (n_gold > 0)):
-            raise ValueError(f"hard_pool={config.hard_pool} is filled by gold tools for some query; raise it")
-        shared["hard_order"], shared["n_hard"] = np.asarray(order), np.maximum(n_hard, 1).astype(np.int32)
-    emb = {
-        "tool_emb": tool_emb,
-        "query_emb": query_emb,
-        "target": level_to_score(risk),
-    }
-
-    # Per-model counts on the host (fix the static shapes: steps per epoch, held-out width).
-    n_valid = np.array([config.n_neg * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
-    n_hold = np.array([_n_hold(int(v), config.holdout) for v in n_valid], np.int32)
-    n_train = n_valid - n_hold
-    if np.any(n_train < 1):
-        raise ValueError("some model has no training triplets (empty fold or no gold tools)")
-    steps = int(math.ceil(n_train.max() / config.batch_size))
-    n_hold_max = max(1, int(n_hold.max()))
-
-    # Model axis: padded to a multiple of the device count and sharded over a 1-D mesh.
-    devices = jax.devices()
-    n_dev = len(devices)
-    n_pad = -(-n_models // n_dev) * n_dev
-    pad_ix = np.concatenate([np.arange(n_models), np.zeros(n_pad - n_models, np.int64)])
-    if n_dev > 1:
-        mesh = jax.sharding.Mesh(np.array(devices), ("m",))
-        per_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("m"))
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-
-        def put_m(tree):
-            return jax.device_put(tree, per_model)
-
-        def put_r(tree):
-            return jax.device_put(tree, replicated)
-    else:
-        put_m = put_r = jax.device_put
-
-    m_seed = put_m(np.array([index[i]["seed"] for i in pad_ix], np.int32))
-    m_fold = put_m(np.array([index[i]["fold"] for i in pad_ix], np.int32))
-    m_lam = put_m(np.array([index[i].get("lam", 0.0) for i in pad_ix], np.float32))
-    shared = put_r(shared)
-    emb = put_r({**emb})
-
-    build, init, epoch_fn = _programs(config, steps, n_hold_max, dim)
-    data = build(m_seed, m_fold, put_m(n_hold[pad_ix]), shared)
-    got_valid = np.asarray(data["n_valid"])[:n_models]
-    assert np.array_equal(got_valid, n_valid), (got_valid, n_valid)
-    data = {k: v for k, v in data.items() if k != "n_valid"}
-
-    template = init(m_seed, m_fold)
-    train_hist = np.full((n_models, config.epochs), np.nan, np.float32)
-    held_hist = np.full((n_models, config.epochs), np.nan, np.float32)
-    if saved is not None:
-        state = {
-            "params": saved["params"],
-            "opt_state": _unflat(saved["opt_state"], template["opt_state"]),
-            "best_params": saved["best_params"],
-            "best_loss": saved["best_loss"],
-            "best_epoch": saved["best_epoch"],
-        }
-        state = put_m(jax.tree.map(lambda x: np.asarray(x)[pad_ix], state))
-        train_hist, held_hist = np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
-    else:
-        state = template
+    run_config = _run_config(config, seeds, folds, index, tool_emb, query_emb, fold_mask, run_meta)
+    store, saved, start_epoch, finished = _open_checkpoint(checkpoint_dir, run_config, data_hash, config)
+    if finished is not None:
+        return finished
+    run = _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config)
+    state, train_hist, held_hist = _initial_state(run, saved, config.epochs)
     if store is not None:
         store.begin()
-
-    bar = progress_bar(range(start_epoch, config.epochs), enabled=progress, desc=f"train {n_models} models",
-                       initial=start_epoch, total=config.epochs, unit="epoch")
-    for e in bar:
-        state, tl, hl = epoch_fn(state, data, m_seed, m_fold, m_lam, jnp.asarray(e, jnp.int32), emb)
-        train_hist[:, e] = np.asarray(tl)[:n_models]
-        held_hist[:, e] = np.asarray(hl)[:n_models]
-        if progress:
-            bar.set_postfix(train=f"{np.mean(train_hist[:, e]):.4f}", heldout=f"{np.nanmean(held_hist[:, e]):.4f}")
-        if store is not None:
-            store.save_epoch(e + 1, _host_state(state, n_models, train_hist, held_hist, e + 1))
-        if on_epoch_end is not None:
-            on_epoch_end(e + 1, train_hist[:, e].copy(), held_hist[:, e].copy())
-
+    state = _run_epochs(run, state, train_hist, held_hist, start_epoch, config.epochs, store, progress, on_epoch_end)
     result = TrainResult(
-        params=jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:n_models]), state["best_params"]),
+        params=jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:run.n_models]), state["best_params"]),
         model_index=index,
         heldout_loss=held_hist,
         train_loss=train_hist,
-        best_epoch=np.asarray(state["best_epoch"])[:n_models].astype(np.int32),
+        best_epoch=np.asarray(state["best_epoch"])[:run.n_models].astype(np.int32),
         config=config,
         data_hash=data_hash,
         run_config=run_config,
@@ -627,7 +701,8 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
     fold_mask = np.asarray(fold_mask, bool)
     shared, n_gold = _shared_inputs(np.asarray(gold, np.int32), fold_mask, n_tools)
     if config.negatives in ("hard", "mixed"):
-        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]), config.hard_pool)
+        order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
+                                        config.hard_pool)
         shared["hard_order"], shared["n_hard"] = order, jnp.maximum(n_hard, 1)
     n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
     n_hold = _n_hold(n_valid, config.holdout)
