@@ -129,9 +129,23 @@ def test_committed_results_render_legibly(tmp_path, bench):
     for name, make in figures.FIGURES.items():
         fig = make(res)
         assert _texts_overlap(fig) == [], name
-        figures.save_figure(fig, tmp_path / name)
+        plt.close(fig)
+    report.write_outputs(res, tmp_path)  # what the sweep calls: figures, tables.md, results.json
+    for name in ("lambda_sweep.png", "tradeoff.png", "pareto.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG
+    assert json.loads((tmp_path / "results.json").read_text())["main"] == res["main"]
     text = report.tables_markdown(res)
     assert text.count("docs/metrics.md") == 6 * len(res["main"])  # each of the six per-split tables
     assert "SPEC" not in text and "shared" not in text
     assert "RVR@5 = share of the top 5 with risk ≥ 3" in text and "SRR@5 = share of the top 5 with risk ≥ 4" in text
+
+
+def test_lambda_sweep_uses_symlog_when_grids_differ_in_scale():
+    fig = figures.lambda_sweep_figure(synthetic_results())  # λ from 0.05 to 2
+    assert fig.axes[0].get_xscale() == "symlog"
+    plt.close(fig)
+    res = synthetic_results()
+    del res["lambda_sweep"]["test"]["rerank"], res["lambda_sweep"]["test"]["rerank_graph"]
+    fig = figures.lambda_sweep_figure(res)  # 0.05 .. 0.2
+    assert fig.axes[0].get_xscale() == "linear"
+    plt.close(fig)

@@ -135,7 +135,10 @@ def lambda_sweep_figure(res: dict):
                 ax.errorbar(lams, [d[x][m]["mean"] for x in d], yerr=[d[x][m]["std"] for x in d], capsize=2.5,
                             color=st["color"], marker=st["marker"], linestyle=st["linestyle"], markersize=5,
                             elinewidth=.8, label=f"{v} [{st['family']}]")
+        nonzero = sorted({float(x) for d in sweep.values() for x in d if float(x) > 0})
         for ax, m in zip(axes, ("NDCG@5 (higher is better)", "RVR@5 (share of top-5 with risk ≥ 3)")):
+            if nonzero and nonzero[-1] >= 20 * nonzero[0]:  # grids of different scales (0.05 and 2): symlog
+                ax.set_xscale("symlog", linthresh=nonzero[0])
             ax.set_xlabel("λ (risk penalty weight)")
             ax.set_ylabel(m)
             ax.grid(alpha=.3)
