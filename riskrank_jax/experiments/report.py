@@ -9,9 +9,24 @@ import math
 import os
 from pathlib import Path
 
+from riskrank_jax.experiments.figures import plot_figures, plot_pareto
 from riskrank_jax.experiments.variants import BY_NAME, main_rows
 
 COLS = ["ndcg@5", "sndcg@5", "mrr", "recall@10", "success@5", "rvr@5", "srr@5"]
+METRIC_DEFS = {
+    "ndcg@5": "NDCG@5 = normalised discounted cumulative gain of the top 5 (binary relevance)",
+    "sndcg@5": "sNDCG@5 = NDCG@5 counting only gold tools of risk < 4",
+    "mrr": "MRR = reciprocal rank of the first gold tool",
+    "recall@10": "Recall@10 = share of the gold tools in the top 10",
+    "success@5": "Success@5 = whether a gold tool is in the top 5",
+    "rvr@5": "RVR@5 = share of the top 5 with risk ≥ 3",
+    "srr@5": "SRR@5 = share of the top 5 with risk ≥ 4",
+    "safe_rvr@5": "Safe-RVR@5 = RVR@5 over the queries none of whose gold tools has risk ≥ 3",
+    "needrisk_hit@5": "NeedRisk-Hit@5 = whether the top 5 holds a gold tool of risk ≥ 3, over the high-risk "
+                      "queries (those with such a gold tool)",
+    "rvr@5_high_risk": "RVR@5 (high-risk) = RVR@5 over the high-risk queries",
+}
+METRICS_DOC = "docs/metrics.md"
 
 
 def _fmt(cell) -> str:
@@ -45,6 +60,12 @@ def _header(res: dict, extra: str = "") -> str:
             f"Mean ± sample std over seeds. {extra}\n")
 
 
+def _metrics_line(*keys: str) -> str:
+    """One line saying what the table's metrics mean, pointing to the docs."""
+    return ("\nMetrics: " + "; ".join(METRIC_DEFS[k] for k in keys)
+            + f". Each is averaged over the queries. Definitions: {METRICS_DOC}.\n\n")
+
+
 def _table(rows: list[list[str]], head: list[str]) -> str:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -58,7 +79,7 @@ def _main_section(res: dict, split: str) -> list[str]:
             for v in main_rows() if v in main]
     return [f"\n## Tables 2/3 — main results and ablation, split `{split}` ({res['splits'][split]} queries)\n",
             _header(res, "Full pool unless the row starts with cand100 (dense top-100 candidates)."),
-            _table(rows, ["variant", *COLS, "paper NDCG@5", "paper RVR@5", "paper SRR@5"])]
+            _metrics_line(*COLS), _table(rows, ["variant", *COLS, "paper NDCG@5", "paper RVR@5", "paper SRR@5"])]
 
 
 def _lambda_section(res: dict, split: str) -> list[str]:
@@ -69,14 +90,15 @@ def _lambda_section(res: dict, split: str) -> list[str]:
             rows.append([v, lv, _fmt(cell["ndcg@5"]), _fmt(cell["rvr@5"]), _fmt(cell["srr@5"]),
                          _paper(v, key, "ndcg@5")[:5], _paper(v, key, "rvr@5")[:5]])
     return [f"\n## Figure 3 — λ sweep, split `{split}`\n", _header(res),
-            _table(rows, ["variant", "λ", "NDCG@5", "RVR@5", "SRR@5", "paper NDCG@5", "paper RVR@5"])]
+            _metrics_line("ndcg@5", "rvr@5", "srr@5"), _table(rows, ["variant", "λ", "NDCG@5", "RVR@5", "SRR@5", "paper NDCG@5", "paper RVR@5"])]
 
 
 def _edges_section(res: dict, split: str) -> list[str]:
     rows = [[n, _fmt(c["ndcg@5"]), _fmt(c["mrr"]), _fmt(c["rvr@5"]), _fmt(c["srr@5"])]
             for n, c in res["edge_ablation"][split].items()]
     return [f"\n## Table 4 — edge-type ablation (core + graph at λ={res['main_lambda']}), split `{split}`\n",
-            _header(res), _table(rows, ["edges", "NDCG@5", "MRR", "RVR@5", "SRR@5"])]
+            _header(res), _metrics_line("ndcg@5", "mrr", "rvr@5", "srr@5"),
+            _table(rows, ["edges", "NDCG@5", "MRR", "RVR@5", "SRR@5"])]
 
 
 def _context_section(res: dict, split: str) -> list[str]:
@@ -84,8 +106,7 @@ def _context_section(res: dict, split: str) -> list[str]:
     rows = [[v, _fmt(ctx[v]["safe_rvr@5"]), _fmt(ctx[v]["needrisk_hit@5"]), _fmt(ctx[v]["rvr@5_high_risk"]),
              _paper(v, key, "rvr@5_high_risk")] for v in main_rows() if v in ctx]
     return [f"\n## Table 5 — context-aware safety, split `{split}`\n",
-            _header(res, "Safe-RVR@5 over queries without a gold tool of r ≥ 3; NeedRisk-Hit@5 and "
-                         "RVR@5 over the high-risk queries."),
+            _header(res), _metrics_line("safe_rvr@5", "needrisk_hit@5", "rvr@5_high_risk"),
             _table(rows, ["variant", "Safe-RVR@5", "NeedRisk-Hit@5", "RVR@5 (high-risk)", "paper RVR@5 (high-risk)"])]
 
 
@@ -94,7 +115,7 @@ def _exposure_section(res: dict, split: str) -> list[str]:
     rows = [[v, _fmt(c["rvr@5"]), _fmt(c["srr@5"]), _paper(v, key, "rvr@5"), _paper(v, key, "srr@5")]
             for v, c in res["exposure"][split].items()]
     return [f"\n## Table 6 — candidate exposure (top-5 shown to the agent), split `{split}`\n",
-            _header(res, "ours = core_graph; ours+rule = core_graph_rule."),
+            _header(res, "ours = core_graph; ours+rule = core_graph_rule."), _metrics_line("rvr@5", "srr@5"),
             _table(rows, ["retriever", "RVR@5", "SRR@5", "paper RVR@5", "paper SRR@5"])]
 
 
@@ -104,7 +125,7 @@ def _stress_section(res: dict, split: str) -> list[str]:
              _paper(v, key, "srr@5")] for v, c in st["rows"].items()]
     return [f"\n## Table 7 — stress test, split `{split}` (n = {st['n']})\n",
             f"Selection: {st['selection_rule']}. Query ids: {', '.join(st['query_ids']) or 'none'}.\n\n",
-            _table(rows, ["variant", "NDCG@5", "RVR@5", "SRR@5", "paper RVR@5", "paper SRR@5"])]
+            _metrics_line("ndcg@5", "rvr@5", "srr@5"), _table(rows, ["variant", "NDCG@5", "RVR@5", "SRR@5", "paper RVR@5", "paper SRR@5"])]
 
 
 def _throughput_section(res: dict) -> list[str]:
@@ -113,6 +134,10 @@ def _throughput_section(res: dict) -> list[str]:
              f"{r['ratio_vs_dense']:.2f}", f"{r['bytes_per_call']:.3g}", f"{r['flops_per_call']:.3g}"]
             for r in th["rows"]]
     return ["\n## Smoothing throughput (measured in this run)\n", f"Device: {res.get('device', '?')}.\n\n",
+            "Columns: queries/s and edges/s (messages) of one ToolGraph smoothing call, median of repeated calls "
+            "after a warm-up; speed vs dense = time of the dense matmul path ÷ time of this path in the same mode "
+            "(> 1 is faster); bytes/call and flops/call from the cost model in "
+            "`riskrank_jax/experiments/throughput.py`.\n\n",
             _table(rows, ["mode", "path", "queries/s", "edges/s", "speed vs dense", "bytes/call", "flops/call"])]
 
 
@@ -130,9 +155,11 @@ def tables_markdown(res: dict) -> str:
     if "smoothing_throughput" in res:
         parts += _throughput_section(res)
     parts.append("\n## Stage timings (s)\n")
+    parts.append("Wall-clock seconds of each stage of this run (cached stages take little).\n\n")
     parts.append(_table([[k, f"{v:.1f}"] for k, v in res["timings"].items()], ["stage", "seconds"]))
     if "peak_rss_mb" in res:
         parts.append("\n## Peak resident memory after each stage (MiB)\n")
+        parts.append("Peak resident set size of the process up to the end of each stage.\n\n")
         parts.append(_table([[k, f"{v:.0f}"] for k, v in res["peak_rss_mb"].items()], ["stage", "MiB"]))
     return "".join(parts)
 
@@ -149,51 +176,6 @@ def main_table_text(res: dict) -> str:
                 lines.append(f"{v:28s} {c['ndcg@5']['mean']:8.4f} {c['mrr']['mean']:8.4f} "
                              f"{c['rvr@5']['mean']:8.4f} {c['srr@5']['mean']:8.4f}")
     return "\n".join(lines)
-
-
-def plot_figures(res: dict, out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    split = res.get("main_split") or next(iter(res["main"]))
-    paths = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for v, d in res["lambda_sweep"][split].items():
-        lams = [float(x) for x in d]
-        for ax, m in zip(axes, ("ndcg@5", "rvr@5")):
-            mean = [d[x][m]["mean"] for x in d]
-            std = [d[x][m]["std"] for x in d]
-            ax.errorbar(lams, mean, yerr=std, marker="o", capsize=3, label=v)
-    for ax, m in zip(axes, ("NDCG@5", "RVR@5")):
-        ax.set_xlabel("λ")
-        ax.set_ylabel(m)
-        ax.grid(alpha=.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{res['benchmark']} {split}: λ sweep ({res['protocol'].split(' ')[0]}, mean ± std over seeds)")
-    paths.append(_save(fig, out_dir / "lambda_sweep.png"))
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for v, c in res["main"][split].items():
-        x, y = c["rvr@5"]["mean"], c["ndcg@5"]["mean"]
-        ax.errorbar(x, y, xerr=c["rvr@5"]["std"], yerr=c["ndcg@5"]["std"], fmt="o", capsize=2)
-        ax.annotate(v, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("RVR@5 (lower is safer)")
-    ax.set_ylabel("NDCG@5")
-    ax.grid(alpha=.3)
-    ax.set_title(f"{res['benchmark']} {split}: relevance–exposure plane")
-    paths.append(_save(fig, out_dir / "tradeoff.png"))
-    return paths
-
-
-def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def write_outputs(res: dict, out_dir: Path) -> None:
@@ -220,3 +202,6 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+__all__ = ["tables_markdown", "main_table_text", "write_outputs", "plot_figures", "plot_pareto", "COLS"]
