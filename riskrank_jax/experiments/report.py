@@ -145,13 +145,37 @@ SPLIT_SECTIONS = (_main_section, _lambda_section, _edges_section, _context_secti
                   _stress_section)
 
 
+def _recommendation_section(res: dict, split: str) -> list[str]:
+    text = (res.get("recommendation") or {}).get(split)
+    return [f"\n## Which variant to use, split `{split}`\n", text + "\n"] if text else []
+
+
+def _budget_section(res: dict, split: str) -> list[str]:
+    """Risk budget (beyond the paper): λ chosen on held-out training queries for each budget B."""
+    budget = (res.get("risk_budget") or {}).get(split) or {}
+    rows = [[family, f"{b['budget']:.2f}", f"{b['lambda_mean']:.2f}", f"{b['heldout_rvr@5']:.4f}", _fmt(b["rvr@5"]),
+             _fmt(b["ndcg@5"]), f"{b['calibration_error']:+.4f}", "yes" if b["within_budget"] else "no"]
+            for family, by_b in budget.items() for b in by_b.values()]
+    if not rows:
+        return []
+    return [f"\n## Risk budget, split `{split}` (beyond the paper)\n",
+            "For each budget B (the largest acceptable RVR@5), λ is the smallest value of 0, 0.1, …, 4 (z-scale) "
+            "whose mean RVR@5 on each model's held-out training queries is ≤ B (the largest λ when none is); test "
+            "queries use their own model's λ. Calibration error = test RVR@5 − held-out RVR@5. Method: "
+            "docs/beyond.md.\n\n",
+            _table(rows, ["family", "B", "λ (mean over models)", "held-out RVR@5", "test RVR@5", "test NDCG@5",
+                          "calibration error", "test RVR@5 ≤ B"])]
+
+
 def tables_markdown(res: dict) -> str:
     parts = [f"# Results: {res['benchmark']}\n",
              "Our absolute numbers differ from the paper's (different encoder and training protocol: see the "
              "protocol named above each table). The paper's figures stand in the `paper` columns.\n"]
     for split in res["main"]:
+        parts += _recommendation_section(res, split)
         for section in SPLIT_SECTIONS:
             parts += section(res, split)
+        parts += _budget_section(res, split)
     if "smoothing_throughput" in res:
         parts += _throughput_section(res)
     parts.append("\n## Stage timings (s)\n")
