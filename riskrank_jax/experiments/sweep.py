@@ -239,7 +239,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", timings=log.timings,
                    peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key)
     report.write_outputs(results, out_dir)
-    click.echo(f"[{cfg.benchmark}] wrote {out_dir}/results.json, tables.md, lambda_sweep.png, tradeoff.png",
+    click.echo(f"[{cfg.benchmark}] wrote {out_dir}/results.json, tables.md, lambda_sweep.png, tradeoff.png, pareto.png",
                err=True)
     return results
 
