@@ -37,9 +37,14 @@ def _args(encoder, root):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tiny_bert_dir, tmp_path_factory):
+def jax_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("jax-cache")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_bert_dir, tmp_path_factory, jax_cache):
     root = tmp_path_factory.mktemp("straight")
-    r = run_sweep(_args(tiny_bert_dir, root), sweep_env())
+    r = run_sweep(_args(tiny_bert_dir, root), sweep_env(jax_cache))
     assert r.returncode == 0, r.stderr[-3000:]
     return load_results(root / "out")
 
@@ -51,8 +56,8 @@ def _killed(rc: int, output: str, what: str) -> None:
 
 @pytest.mark.slow
 def test_killed_at_every_stage_then_restarted_gives_the_uninterrupted_results(tiny_bert_dir, uninterrupted,
-                                                                               tmp_path):
-    args, env = _args(tiny_bert_dir, tmp_path), sweep_env()
+                                                                               tmp_path, jax_cache):
+    args, env = _args(tiny_bert_dir, tmp_path), sweep_env(jax_cache)
     for marker in ("] embed (cached) ...", None, "] train core", "] evaluate test ...", "] write results to "):
         if marker is None:  # the save of epoch 2 begun, the process gone before it finished
             rc, output = run_until(args, env, None, prelude=KILL_MID_SAVE_OF_EPOCH_2)
