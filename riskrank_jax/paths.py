@@ -9,8 +9,11 @@ from riskrank_jax.errors import DataError
 
 DATA_ENV = "RISKRANK_DATA"
 CACHE_ENV = "RISKRANK_CACHE"
+RUNS_ENV = "RISKRANK_RUNS"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the committed reference results; written only on request (`python -m riskrank_jax.sweep --update-reference`)
+REFERENCE_RESULTS_DIR = REPO_ROOT / "experiments" / "results"
 
 _HOW_TO_GET_DATA = (
     "The real benchmarks are not bundled. Pass --data-dir DIR (or set RISKRANK_DATA=DIR) where DIR holds "
@@ -71,3 +74,15 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def default_checkpoint_dir() -> Path:
     return (REPO_ROOT / "checkpoints").resolve()
+
+
+def resolve_runs_dir(out_dir: str | os.PathLike | None = None) -> Path:
+    """Root of a sweep's outputs (<root>/<benchmark>/): `out_dir`, then $RISKRANK_RUNS, then runs/ at the
+    repository root (ignored by git, so a normal run never rewrites tracked files)."""
+    if out_dir is not None:
+        p = Path(out_dir)
+    elif os.environ.get(RUNS_ENV):
+        p = Path(os.environ[RUNS_ENV])
+    else:
+        p = REPO_ROOT / "runs"
+    return p.expanduser().resolve()

@@ -16,7 +16,8 @@ import json
 import math
 import sys
 
-IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device")
+IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device", "finished_at",
+           "reproducibility")
 
 
 def leaves(tree, prefix=""):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +17,9 @@ from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
 from riskrank_jax.encoder import EncoderInputError, default_model_dir, load_encoder, read_sentence_config
 from riskrank_jax.errors import RiskRankError
 
+from conftest import make_tiny_bert
+
 REPO = Path(__file__).resolve().parent.parent
-TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
 
 
 @pytest.fixture(scope="module")
@@ -151,36 +151,6 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
 # ------------------------------------------------------------------------------------------------------
 
 
-def _tiny_bert(root: Path, pooling: str, *, max_seq_length: int = 40, msgpack: bool = False):
-    from flax.traverse_util import flatten_dict, unflatten_dict
-    from transformers import BertConfig, FlaxBertModel
-
-    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=37, max_position_embeddings=64)
-    model = FlaxBertModel(cfg, _do_init=False)
-    rng = np.random.default_rng(0)
-    params = {}
-    for key, s in flatten_dict(model.params_shape_tree).items():
-        base = 1.0 if key[-1] == "scale" else 0.0
-        params[key] = (base + 0.2 * rng.standard_normal(s.shape)).astype(np.float32)
-    params = unflatten_dict(params)
-    root.mkdir(parents=True)
-    model.save_pretrained(root, params=params, safe_serialization=not msgpack)
-    src = default_model_dir()
-    for f in TOKENIZER_FILES:
-        shutil.copy(src / f, root / f)
-    (root / "1_Pooling").mkdir()
-    flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
-    (root / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, **{v: k == pooling for k, v in flags.items()}}))
-    (root / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]))
-    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
-    return model, params
-
-
 def _direct(model, params, tokenizer, texts, max_len, pooling):
     """Embeddings by calling the Flax model directly on HF-tokenised, padded input."""
     import jax
@@ -211,7 +181,7 @@ TINY_TEXTS = [
 @pytest.fixture(scope="module")
 def tiny_cls(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny") / "cls"
-    model, params = _tiny_bert(root, "cls")
+    model, params = make_tiny_bert(root, "cls")
     return root, model, params
 
 
@@ -256,7 +226,7 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
 def test_other_pooling_modes_and_msgpack_weights(tmp_path, pooling):
-    model, params = _tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
+    model, params = make_tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
     enc = load_encoder(tmp_path / pooling)
     assert enc.pooling == pooling and enc.buckets == (16,)
     out = enc.encode(TINY_TEXTS[:4], batch_size=2)

@@ -133,8 +133,11 @@ def test_outputs_written_and_rerun_skips(sweep_run, capsys):
     for png in ("lambda_sweep.png", "tradeoff.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     mtime = (out / "results.json").stat().st_mtime_ns
+    capsys.readouterr()
     again = run_benchmark(cfg, **kw)
-    assert "up to date" in capsys.readouterr().err
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"[tiny] reusing your run of {res['finished_at']} in {out} (same configuration, data and " \
+                   "encoder); --force recomputes"
     assert (out / "results.json").stat().st_mtime_ns == mtime
     assert again["main"] == json.loads((out / "results.json").read_text())["main"]
 

@@ -171,6 +171,8 @@ def tables_markdown(res: dict) -> str:
     parts = [f"# Results: {res['benchmark']}\n",
              "Our absolute numbers differ from the paper's (different encoder and training protocol: see the "
              "protocol named above each table). The paper's figures stand in the `paper` columns.\n"]
+    if "reproducibility" in res:
+        parts.append(reproducibility_sentence(res["reproducibility"]))
     for split in res["main"]:
         parts += _recommendation_section(res, split)
         for section in SPLIT_SECTIONS:
@@ -186,6 +188,12 @@ def tables_markdown(res: dict) -> str:
         parts.append("Peak resident set size of the process up to the end of each stage.\n\n")
         parts.append(_table([[k, f"{v:.0f}"] for k, v in res["peak_rss_mb"].items()], ["stage", "MiB"]))
     return "".join(parts)
+
+
+def reproducibility_sentence(rep: dict) -> str:
+    """One line of tables.md's header: what a rerun may differ by (results.json "reproducibility")."""
+    return (f"\nReproducibility: reruns on the same machine are {rep['same_machine']}; on another x86 CPU every "
+            f"mean metric agrees within ±{rep['across_x86_cpus_abs_tolerance']} (absolute).\n")
 
 
 def main_table_text(res: dict) -> str:
@@ -205,6 +213,7 @@ def main_table_text(res: dict) -> str:
 def write_outputs(res: dict, out_dir: Path) -> None:
     """Write figures and tables first, results.json last and atomically (it marks the run complete)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").unlink(missing_ok=True)  # a kill below leaves no results.json beside new files
     plot_figures(res, out_dir)
     _atomic_write(out_dir / "tables.md", tables_markdown(res))
     _atomic_write(out_dir / "results.json", json.dumps(_clean(res), indent=1, allow_nan=True))
