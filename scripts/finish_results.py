@@ -1,4 +1,4 @@
-"""Add the derived fields that newer code writes (recommendation per split) to results.json files made by an
+"""Add the derived fields that newer code writes (recommendation per split, the reproducibility statement) to results.json files made by an
 earlier commit of the sweep, then redraw their tables and figures. Metric values are not touched.
 
     python scripts/finish_results.py experiments/results/demo [...]
@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from riskrank_jax.experiments import beyond, report  # noqa: E402
+from riskrank_jax.experiments.sweep import REPRODUCIBILITY  # noqa: E402
 
 
 def main(dirs) -> None:
@@ -21,6 +22,7 @@ def main(dirs) -> None:
         res = json.loads((d / "results.json").read_text())
         res["recommendation"] = {split: beyond.recommendation(main, res.get("variant_families", {}))
                                  for split, main in res["main"].items()}
+        res.setdefault("reproducibility", REPRODUCIBILITY)
         report.write_outputs(res, d)
         print(f"{d}: recommendation added, tables and figures redrawn")
 
