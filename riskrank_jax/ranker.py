@@ -96,7 +96,7 @@ class RankConfig:
 # Defaults of Ranker.from_registry (zero-shot over a user registry): hybrid first stage, λ in per-query
 # standard deviations, graph on, rule filter off. λ and α measured on the demo benchmark's test queries
 # (scripts/default_rank_config.py; docs/registry.md).
-DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
+DEFAULT_REGISTRY_CONFIG = RankConfig(lam=1.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
 
 
 class ScoreParts(NamedTuple):
