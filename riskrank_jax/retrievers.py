@@ -58,8 +58,11 @@ class Bm25Index:
     """
 
     def __init__(self, tool_texts, *, stemmer="auto"):
+        import logging
+
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines reach the CLI otherwise
         self.stemmer = _default_stemmer() if stemmer == "auto" else stemmer
         self.n_tools = len(tool_texts)
         self._tok = functools.partial(bm25s.tokenize, stopwords="en", stemmer=self.stemmer, return_ids=False,
