@@ -34,19 +34,21 @@ def _gather_queries(query_texts, queries_file) -> list[str]:
 
 def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations):
     """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
-    registry warnings are returned, not printed by Python."""
+    skipped built-in tools are reported as `warning:` lines on stderr."""
     from riskrank_jax.embed_cache import EmbeddingCache
     from riskrank_jax.encoder import load_encoder
     from riskrank_jax.ranker import Ranker
     from riskrank_jax.registry import load_registry
 
-    enc = load_encoder(encoder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if model is None:
-            return Ranker.from_registry(list(files), encoder=enc, cache=EmbeddingCache(cache_dir),
-                                        risk_head=risk_head, trust_annotations=trust_annotations)
         reg = load_registry(list(files))
+    for w in reg.warnings:
+        click.echo(f"warning: {w}", err=True)
+    enc = load_encoder(encoder)
+    if model is None:
+        return Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
+                                    trust_annotations=trust_annotations)
     ranker = Ranker.load(model, expect_encoder_id=enc.model_id)
     if (reg.names, reg.texts) != (ranker.tool_names, ranker.tool_texts):
         raise RankerError(f"{model}: this ranker was fitted on another registry (tool names or texts differ from "

@@ -267,7 +267,7 @@ class Ranker:
                       risk_head=None, trust_annotations: bool = False) -> "Ranker":
         """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
 
-        Loads and merges the files (``load_registry``), embeds each ``tool_text`` with ``encoder`` (default:
+        Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is), embeds each ``tool_text`` with ``encoder`` (default:
         the embedded all-MiniLM-L6-v2; ``cache``: an EmbeddingCache, cached by text), assesses every tool's
         risk with its source (``assess_risk``: declared, learned head — ``risk_head``, a RiskHead or a path,
         default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations``) and,
@@ -276,7 +276,7 @@ class Ranker:
         """
         from riskrank_jax.embed_cache import EmbeddingCache
         from riskrank_jax.encoder import load_encoder
-        from riskrank_jax.registry import load_registry
+        from riskrank_jax.registry import Registry, load_registry
         from riskrank_jax.registry.ranking_inputs import registry_inputs, zero_shot_graph
         from riskrank_jax.registry.risk import RiskPolicy
         from riskrank_jax.registry.risk_head import RiskHead
@@ -285,7 +285,8 @@ class Ranker:
         encoder = load_encoder() if encoder is None else encoder
         cache = EmbeddingCache() if cache is None else cache
         head = RiskHead.load(risk_head) if isinstance(risk_head, (str, os.PathLike)) else risk_head
-        inputs = registry_inputs(load_registry(paths_or_dicts), encoder, cache, head,
+        reg = paths_or_dicts if isinstance(paths_or_dicts, Registry) else load_registry(paths_or_dicts)
+        inputs = registry_inputs(reg, encoder, cache, head,
                                  RiskPolicy(trust_annotations=trust_annotations))
         reg = inputs.registry
         prov = {"registry": reg.fingerprint()[:16], "sources": list(reg.sources), "risk_head": inputs.risk_head,
