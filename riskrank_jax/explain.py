@@ -58,7 +58,7 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
 
     check_queries([query])
     k = ranker.config.k if k is None else int(k)
-    q_emb = np.asarray(ranker.query_encoder().encode([query], progress=False), np.float32)
+    q_emb = ranker.encode_queries([query])
     first = ranker.first_stage_scores(q_emb, [query])[0]
     parts = ranker.scores(q_emb, [query])
     parts = parts._make(np.asarray(x)[0] for x in parts)  # each [N]

@@ -50,7 +50,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ARRAYS = "arrays"
 FIRST_STAGES = ("none", "dense", "bm25", "hybrid")
-MIN_BUCKET = 8
+MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ def registry_fingerprint(names, texts, risk_levels) -> str:
 
 
 def query_bucket(n: int) -> int:
-    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET."""
+    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET (so one program per
+    power of two is compiled)."""
     return max(MIN_BUCKET, 1 << math.ceil(math.log2(max(n, 1))))
 
 
@@ -171,12 +172,20 @@ def _full_rank(arrays, q_emb, first, config: RankConfig, k: int):
     return (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
 
 
+@jax.jit
+def _hybrid_scores(q_emb, tool_emb, bm25, weight):
+    """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
+    return hybrid.fuse(retrievers.dense_scores(q_emb, tool_emb), bm25, weight)
+
+
 @functools.partial(jax.jit, static_argnames=("config", "k"))
 def _full_rank_with_parts(arrays, q_emb, first, config: RankConfig, k: int):
     """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from one scoring pass."""
     parts = _full_parts(arrays, q_emb, first, config)
-    ranking = rank_order(parts.total)
-    ids = (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
+    if config.rule_filter:
+        ids = _rule(rank_order(parts.total), arrays, config)[:, :k]
+    else:  # top_k returns equal scores lower index first, as rank_order does, without sorting all N
+        ids = jax.lax.top_k(parts.total, k)[1].astype(jnp.int32)
     return ids, ScoreParts(*(jnp.take_along_axis(x, ids, axis=-1) for x in parts))
 
 
@@ -267,8 +276,9 @@ class Ranker:
                       risk_head=None, trust_annotations: bool = False) -> "Ranker":
         """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
 
-        Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is), embeds each ``tool_text`` with ``encoder`` (default:
-        the embedded all-MiniLM-L6-v2; ``cache``: an EmbeddingCache, cached by text), assesses every tool's
+        Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is),
+        embeds each ``tool_text`` with ``encoder`` (default: the embedded all-MiniLM-L6-v2; ``cache``: an
+        EmbeddingCache, cached by text), assesses every tool's
         risk with its source (``assess_risk``: declared, learned head — ``risk_head``, a RiskHead or a path,
         default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations``) and,
         when config.alpha > 0, builds the graph from semantic and permission edges. ``config`` defaults to
@@ -333,10 +343,10 @@ class Ranker:
             raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
         if stage == "bm25":
             return self._bm25.scores(q_texts)
-        dense = retrievers.dense_scores(q, self.tool_emb)
+        t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
         if stage == "hybrid":
-            return np.asarray(hybrid.fuse(dense, self._bm25.scores(q_texts), self.config.hybrid_weight))
-        return np.asarray(dense)
+            return np.asarray(_hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight))
+        return np.asarray(retrievers.dense_scores(q, t_emb))
 
     def _inputs(self, q_emb, q_texts):
         """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
@@ -392,6 +402,12 @@ class Ranker:
         object.__setattr__(self, "encoder", load_encoder())
         return self.encoder
 
+    def encode_queries(self, queries) -> np.ndarray:
+        """float32 [Q, d] query embeddings (no disk cache), in encoder batches of at most 64 padded to a
+        power of two, so one query costs one sequence rather than a full batch."""
+        batch = min(64, 1 << math.ceil(math.log2(max(len(queries), 1))))
+        return np.asarray(self.query_encoder().encode(list(queries), batch_size=batch, progress=False), np.float32)
+
     def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None):
         """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
         relevance, risk level, risk source, rank), best first; hits scoring below ``min_score`` are left out.
@@ -403,11 +419,11 @@ class Ranker:
         k = self.config.k if k is None else int(k)
         if not 1 <= k <= self.size:
             raise RankerError(f"k must be in 1..{self.size}, got {k}")
-        q_emb = np.asarray(self.query_encoder().encode(queries, progress=False), np.float32)
+        q_emb = self.encode_queries(queries)
         q, first, n_q = self._inputs(q_emb, queries)
         if self.config.n_candidates is None:
             ids, parts = _full_rank_with_parts(self._arrays, q, first, self.config, k)
-            ids, total, rel = (np.asarray(x[:n_q]) for x in (ids, parts.total, parts.relevance))
+            ids, total, rel = (np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
         else:
             ids = self.rank(q_emb, k, q_texts=queries)
             parts = self.scores(q_emb, q_texts=queries)
