@@ -57,16 +57,19 @@ def synthetic_registry(n: int) -> list[dict]:
     return out
 
 
-def timed(fn, queries) -> list[float]:
-    """ms per call of fn(q), each query once, after a warm-up pass over all of them (every encoder length
-    bucket and jitted program compiled)."""
+def timed(fns: dict, queries) -> dict[str, list[float]]:
+    """ms per call of each fn(q), each query once per fn, after a warm-up pass over all of them (every
+    encoder length bucket and jitted program compiled). The fns take turns query by query, so a change in
+    the machine's load hits them alike."""
+    for fn in fns.values():
+        for q in queries:
+            fn(q)
+    out = {name: [] for name in fns}
     for q in queries:
-        fn(q)
-    out = []
-    for q in queries:
-        t0 = time.perf_counter()
-        fn(q)
-        out.append((time.perf_counter() - t0) * 1e3)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn(q)
+            out[name].append((time.perf_counter() - t0) * 1e3)
     return out
 
 
@@ -102,11 +105,11 @@ def main() -> None:
         "no graph (α = 0)": ranker.with_config(RankConfig(**{**DEFAULT_REGISTRY_CONFIG.__dict__, "alpha": 0.0})),
         "dense first stage, no graph": ranker.with_config(RankConfig(lam=0.1, first_stage="dense")),
     }
-    rows = {"encode request only": timed(lambda q: ranker.encode_queries([q]), queries)}
-    for name, r in variants.items():
-        rows[name] = timed(lambda q, r=r: r.rank_queries([q], k=5), queries)
     emb = {q: ranker.encode_queries([q]) for q in queries}
-    rows["default, request already embedded"] = timed(lambda q: ranker.rank(emb[q], k=5, q_texts=[q]), queries)
+    fns = {"encode request only": lambda q: ranker.encode_queries([q])}
+    fns.update({name: (lambda q, r=r: r.rank_queries([q], k=5)) for name, r in variants.items()})
+    fns["default, request already embedded"] = lambda q: ranker.rank(emb[q], k=5, q_texts=[q])
+    rows = timed(fns, queries)
     rss_end = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     n_edges = 0 if ranker.graph is None else ranker.graph.n_edges
     print(f"registry: {ranker.size} tools, graph {n_edges} directed edges; built in {build_s:.1f}s "
