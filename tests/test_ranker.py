@@ -112,8 +112,8 @@ def test_zero_shot_relevance_is_cosine(demo):
 
 
 def test_config_errors():
-    with pytest.raises(NotImplementedError, match="hybrid"):
-        RankConfig(first_stage="hybrid")
+    with pytest.raises(RankerError, match="first_stage must be one of none, dense, bm25, hybrid"):
+        RankConfig(first_stage="rrf")
     with pytest.raises(RankerError):
         RankConfig(n_candidates=10)  # needs a first stage
     with pytest.raises(RankerError):
