@@ -8,20 +8,19 @@ import time
 
 import click
 
-from riskrank_jax.cli_options import expand_multi_value_options, seeds_option
+from riskrank_jax.cli_options import (
+    cache_dir_option,
+    encoder_option,
+    expand_multi_value_options,
+    risk_head_option,
+    seeds_option,
+)
 from riskrank_jax.errors import RiskRankError
 
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
 data_dir_option = click.option(
     "--data-dir", type=click.Path(file_okay=False), default=None,
     help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md).")
-cache_dir_option = click.option(
-    "--cache-dir", type=click.Path(file_okay=False), default=None,
-    help="Embedding cache (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax).")
-encoder_option = click.option(
-    "--encoder", default=None, metavar="PATH",
-    help="Local HF-format BERT sentence encoder directory (or hub id when online). Default: the embedded "
-         "all-MiniLM-L6-v2.")
 
 
 class _Group(click.Group):
@@ -226,12 +225,6 @@ def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
         click.echo(f"  {label}: {json.dumps(st)}")
 
 
-risk_head_option = click.option(
-    "--risk-head", type=click.Path(dir_okay=False), default=None, metavar="PATH",
-    help="Risk head trained with `riskrank-jax fit-risk` (default: the shipped one, trained on the demo labels "
-         "for the default encoder).")
-
-
 @cli.group()
 def registry():
     """Your own tool registries: MCP tools/list, OpenAI or Anthropic tool lists, plain JSON/JSONL, BEIR corpora."""
@@ -326,6 +319,12 @@ def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_di
     params, losses = train_risk_head(emb, data.risk, cfg)
     head = RiskHead(params, enc.model_id, data.name, len(data.risk), cfg, metrics=metrics)
     click.echo(f"  trained {cfg.epochs} epochs (final MSE {losses[-1]:.5f}); saved {head.save(out_path)}")
+
+
+from riskrank_jax.cli_rank import fit_command, rank_command  # noqa: E402  (commands defined in their own module)
+
+cli.add_command(rank_command)
+cli.add_command(fit_command)
 
 
 def main(argv=None):

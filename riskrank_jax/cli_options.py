@@ -12,6 +12,22 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 
           "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 
 
+cache_dir_option = click.option(
+    "--cache-dir", type=click.Path(file_okay=False), default=None,
+    help="Embedding cache (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax).")
+encoder_option = click.option(
+    "--encoder", default=None, metavar="PATH",
+    help="Local HF-format BERT sentence encoder directory (or hub id when online). Default: the embedded "
+         "all-MiniLM-L6-v2.")
+risk_head_option = click.option(
+    "--risk-head", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+    help="Risk head trained with `riskrank-jax fit-risk` (default: the shipped one, trained on the demo labels "
+         "for the default encoder).")
+trust_annotations_option = click.option(
+    "--trust-annotations", is_flag=True,
+    help="Let an MCP readOnlyHint: true lower a tool's risk (by default annotations only raise it).")
+
+
 def _check_seeds(ctx, param, value):
     seeds = tuple(int(s) for s in value)
     if not seeds or len(set(seeds)) != len(seeds):
@@ -73,5 +89,6 @@ def _is_number(s: str) -> bool:
         return False
 
 
-__all__ = ["seeds_option", "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
+__all__ = ["seeds_option", "cache_dir_option", "encoder_option", "risk_head_option", "trust_annotations_option",
+           "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
            "MULTI_VALUE_OPTIONS"]

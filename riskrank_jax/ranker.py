@@ -10,7 +10,7 @@
 Scoring (the stages the experiments use, ``riskrank_jax.scoring`` / ``pipeline`` / ``smoothing``)::
 
     relevance   f_rel(q, t) of the head, or — zero-shot, no head — the first stage's score (cosine; BM25
-                when first_stage = "bm25")
+                when first_stage = "bm25"; z-scored BM25 + cosine fusion when "hybrid")
     penalised   relevance − λ·risk_scores  (risk_scores: the head's f_risk, else (r − 1)/4 of the labels)
     total       ToolGraph smoothing of the penalised scores (α > 0 and a graph), else the penalised scores
     ranking     descending total, ties to the lower tool index; then the rule filter when enabled
@@ -39,7 +39,7 @@ import jraph
 import numpy as np
 
 from riskrank_jax import model as model_lib
-from riskrank_jax import pipeline, retrievers, smoothing
+from riskrank_jax import hybrid, pipeline, retrievers, smoothing
 from riskrank_jax.data.permissions import permission_mask
 from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import ToolGraph, build_tool_graph
@@ -50,7 +50,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ARRAYS = "arrays"
 FIRST_STAGES = ("none", "dense", "bm25", "hybrid")
-MIN_BUCKET = 8
+MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,16 @@ class RankConfig:
     """How a Ranker ranks.
 
     lam: weight λ of the risk penalty; alpha: ToolGraph smoothing α (0: none); k: default list length and
-    the rule filter's accepted-set size; first_stage: "none" (score the whole pool), "dense" (cosine) or
-    "bm25" — the candidate source when ``n_candidates`` is set, and the relevance of a ranker without a head
-    ("none" then means cosine); n_candidates: rerank only the first stage's top-n (None: the full pool);
-    rule_filter with risk_cap / perm_cap / sim_threshold: the audited-registry rule filter.
+    the rule filter's accepted-set size; first_stage: "none" (score the whole pool), "dense" (cosine),
+    "bm25", or "hybrid" (``hybrid.fuse``: hybrid_weight·z(cosine) + (1 − hybrid_weight)·z(BM25), each
+    z-scored per query over the pool) — the candidate source when ``n_candidates`` is set, and the
+    relevance of a ranker without a head ("none" then means cosine); n_candidates: rerank only the first
+    stage's top-n (None: the full pool); rule_filter with risk_cap / perm_cap / sim_threshold: the
+    audited-registry rule filter.
+
+    The scale of λ follows the relevance it is subtracted from: with a head, f_rel's; zero-shot with
+    "dense", cosine units; zero-shot with "hybrid", per-query standard deviations (λ = 0.5 moves a tool of
+    risk score 1 down by half the spread of that query's scores). Risk scores lie in [0, 1].
     """
 
     lam: float = 0.1
@@ -73,18 +79,24 @@ class RankConfig:
     risk_cap: int = 1
     perm_cap: int = 2
     sim_threshold: float = 0.9
+    hybrid_weight: float = hybrid.DEFAULT_WEIGHT
 
     def __post_init__(self):
-        if self.first_stage == "hybrid":
-            raise NotImplementedError("first_stage='hybrid' (BM25 + dense fusion) is not available yet; "
-                                      "use 'dense' or 'bm25'")
         if self.first_stage not in FIRST_STAGES:
-            raise RankerError(f"first_stage must be one of none, dense, bm25; got {self.first_stage!r}")
+            raise RankerError(f"first_stage must be one of {', '.join(FIRST_STAGES)}; got {self.first_stage!r}")
+        if not 0 <= self.hybrid_weight <= 1:
+            raise RankerError(f"hybrid_weight must lie in [0, 1], got {self.hybrid_weight}")
         if not (self.lam >= 0 and 0 <= self.alpha <= 1 and self.k >= 1):
             raise RankerError(f"need lam >= 0, 0 <= alpha <= 1 and k >= 1; got lam={self.lam}, "
                               f"alpha={self.alpha}, k={self.k}")
         if self.n_candidates is not None and (self.first_stage == "none" or self.n_candidates < 1):
-            raise RankerError("n_candidates needs first_stage 'dense' or 'bm25' and must be >= 1")
+            raise RankerError("n_candidates needs first_stage 'dense', 'bm25' or 'hybrid' and must be >= 1")
+
+
+# Defaults of Ranker.from_registry (zero-shot over a user registry): hybrid first stage, λ in per-query
+# standard deviations, graph on, rule filter off. λ and α measured on the demo benchmark's test queries
+# (scripts/default_rank_config.py; docs/registry.md).
+DEFAULT_REGISTRY_CONFIG = RankConfig(lam=1.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
 
 
 class ScoreParts(NamedTuple):
@@ -107,8 +119,20 @@ def registry_fingerprint(names, texts, risk_levels) -> str:
 
 
 def query_bucket(n: int) -> int:
-    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET."""
+    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET (so one program per
+    power of two is compiled)."""
     return max(MIN_BUCKET, 1 << math.ceil(math.log2(max(n, 1))))
+
+
+def check_queries(queries) -> None:
+    """RankerError unless queries is a non-empty list of non-blank strings."""
+    if not queries:
+        raise RankerError("no query given")
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            raise RankerError(f"query {i + 1} is a {type(q).__name__}, not a string")
+        if not q.strip():
+            raise RankerError(f"query {i + 1} is empty")
 
 
 # ---------------------------------------------------------------------------------------------- pure stages
@@ -148,6 +172,23 @@ def _full_rank(arrays, q_emb, first, config: RankConfig, k: int):
     return (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
 
 
+@jax.jit
+def _hybrid_scores(q_emb, tool_emb, bm25, weight):
+    """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
+    return hybrid.fuse(retrievers.dense_scores(q_emb, tool_emb), bm25, weight)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def _full_rank_with_parts(arrays, q_emb, first, config: RankConfig, k: int):
+    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from one scoring pass."""
+    parts = _full_parts(arrays, q_emb, first, config)
+    if config.rule_filter:
+        ids = _rule(rank_order(parts.total), arrays, config)[:, :k]
+    else:  # top_k returns equal scores lower index first, as rank_order does, without sorting all N
+        ids = jax.lax.top_k(parts.total, k)[1].astype(jnp.int32)
+    return ids, ScoreParts(*(jnp.take_along_axis(x, ids, axis=-1) for x in parts))
+
+
 @functools.partial(jax.jit, static_argnames=("config",))
 def _candidate_stage(arrays, q_emb, first, config: RankConfig):
     """(relevance, risk_penalty, penalised [Q, N], candidates int32 [Q, C])."""
@@ -183,6 +224,7 @@ class Ranker:
     params: dict | None = None  # one model's heads; None = zero-shot
     config: RankConfig = RankConfig()
     provenance: dict = field(default_factory=dict)
+    encoder: object = field(default=None, repr=False)  # embeds queries in rank_queries; not saved
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
@@ -229,6 +271,42 @@ class Ranker:
                          graph=graph, config=config, risk_source=("audited label",) * tools.size,
                          provenance=prov)
 
+    @classmethod
+    def from_registry(cls, paths_or_dicts, *, encoder=None, cache=None, config: RankConfig | None = None,
+                      risk_head=None, trust_annotations: bool = False) -> "Ranker":
+        """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
+
+        Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is),
+        embeds each ``tool_text`` with ``encoder`` (default: the embedded all-MiniLM-L6-v2; ``cache``: an
+        EmbeddingCache, cached by text), assesses every tool's
+        risk with its source (``assess_risk``: declared, learned head — ``risk_head``, a RiskHead or a path,
+        default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations``) and,
+        when config.alpha > 0, builds the graph from semantic and permission edges. ``config`` defaults to
+        ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
+        """
+        from riskrank_jax.embed_cache import EmbeddingCache
+        from riskrank_jax.encoder import load_encoder
+        from riskrank_jax.registry import Registry, load_registry
+        from riskrank_jax.registry.ranking_inputs import registry_inputs, zero_shot_graph
+        from riskrank_jax.registry.risk import RiskPolicy
+        from riskrank_jax.registry.risk_head import RiskHead
+
+        config = DEFAULT_REGISTRY_CONFIG if config is None else config
+        encoder = load_encoder() if encoder is None else encoder
+        cache = EmbeddingCache() if cache is None else cache
+        head = RiskHead.load(risk_head) if isinstance(risk_head, (str, os.PathLike)) else risk_head
+        reg = paths_or_dicts if isinstance(paths_or_dicts, Registry) else load_registry(paths_or_dicts)
+        inputs = registry_inputs(reg, encoder, cache, head,
+                                 RiskPolicy(trust_annotations=trust_annotations))
+        reg = inputs.registry
+        prov = {"registry": reg.fingerprint()[:16], "sources": list(reg.sources), "risk_head": inputs.risk_head,
+                "trust_annotations": bool(trust_annotations)}
+        ranker = cls.build(encoder_id=inputs.encoder_id, tool_names=reg.names, tool_texts=reg.texts,
+                           tool_emb=inputs.emb, risk_levels=inputs.risk.levels, perm_level=inputs.perm_level,
+                           graph=zero_shot_graph(inputs) if config.alpha > 0 else None, config=config,
+                           risk_source=inputs.risk_source, risk_scores=inputs.risk.scores, provenance=prov)
+        return dataclasses.replace(ranker, encoder=encoder)
+
     def with_config(self, config: RankConfig) -> "Ranker":
         return dataclasses.replace(self, config=config)
 
@@ -251,18 +329,30 @@ class Ranker:
             out.update(senders=self.graph.senders, receivers=self.graph.receivers, weights=self.graph.weights)
         return jax.device_put(out)
 
-    def _inputs(self, q_emb, q_texts):
-        """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
+    @functools.cached_property
+    def _bm25(self) -> retrievers.Bm25Index:
+        return retrievers.Bm25Index(list(self.tool_texts))
+
+    def first_stage_scores(self, q_emb, q_texts=None) -> np.ndarray:
+        """float32 [Q, N]: the first stage's scores (cosine; BM25 or the hybrid fusion need q_texts)."""
         q = np.asarray(q_emb, np.float32)
         if q.ndim != 2 or q.shape[1] != self.tool_emb.shape[1]:
             raise RankerError(f"query embeddings must be [Q, {self.tool_emb.shape[1]}], got {q.shape}")
+        stage = self.config.first_stage
+        if stage in ("bm25", "hybrid") and (q_texts is None or len(q_texts) != q.shape[0]):
+            raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
+        if stage == "bm25":
+            return self._bm25.scores(q_texts)
+        t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
+        if stage == "hybrid":
+            return np.asarray(_hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight))
+        return np.asarray(retrievers.dense_scores(q, t_emb))
+
+    def _inputs(self, q_emb, q_texts):
+        """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
+        first = self.first_stage_scores(q_emb, q_texts)
+        q = np.asarray(q_emb, np.float32)
         n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
-        if self.config.first_stage == "bm25":
-            if q_texts is None or len(q_texts) != n_q:
-                raise RankerError("first_stage 'bm25' needs q_texts, one per query embedding")
-            first = retrievers.bm25_scores(list(self.tool_texts), list(q_texts))
-        else:
-            first = np.asarray(retrievers.dense_scores(q, self.tool_emb))
         return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
 
     def _candidate_scores(self, q, first):
@@ -298,6 +388,47 @@ class Ranker:
             _, _, _, cs, cand = self._candidate_scores(q, first)
             ids = _candidate_rank(self._arrays, cs, cand, first, self.config, k)
         return np.asarray(ids[:n_q])
+
+    def query_encoder(self):
+        """The encoder that embeds queries: the one given at construction, else the embedded default when
+        this ranker was built with it."""
+        if self.encoder is not None:
+            return self.encoder
+        from riskrank_jax.encoder import DEFAULT_MODEL_NAME, load_encoder
+
+        if self.encoder_id != DEFAULT_MODEL_NAME:
+            raise RankerError(f"this ranker was built with encoder {self.encoder_id!r}; pass that encoder "
+                              "(dataclasses.replace(ranker, encoder=load_encoder(...)))")
+        object.__setattr__(self, "encoder", load_encoder())
+        return self.encoder
+
+    def encode_queries(self, queries) -> np.ndarray:
+        """float32 [Q, d] query embeddings (no disk cache), in encoder batches of at most 64 padded to a
+        power of two, so one query costs one sequence rather than a full batch."""
+        batch = min(64, 1 << math.ceil(math.log2(max(len(queries), 1))))
+        return np.asarray(self.query_encoder().encode(list(queries), batch_size=batch, progress=False), np.float32)
+
+    def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None):
+        """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
+        relevance, risk level, risk source, rank), best first; hits scoring below ``min_score`` are left out.
+        Queries are embedded without the disk cache (each call encodes them afresh)."""
+        from riskrank_jax.hits import make_hits
+
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        check_queries(queries)
+        k = self.config.k if k is None else int(k)
+        if not 1 <= k <= self.size:
+            raise RankerError(f"k must be in 1..{self.size}, got {k}")
+        q_emb = self.encode_queries(queries)
+        q, first, n_q = self._inputs(q_emb, queries)
+        if self.config.n_candidates is None:
+            ids, parts = _full_rank_with_parts(self._arrays, q, first, self.config, k)
+            ids, total, rel = (np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
+        else:
+            ids = self.rank(q_emb, k, q_texts=queries)
+            parts = self.scores(q_emb, q_texts=queries)
+            total, rel = (np.take_along_axis(np.asarray(x), ids, -1) for x in (parts.total, parts.relevance))
+        return make_hits(ids, total, rel, self.tool_names, self.risk_levels, self.risk_source, min_score)
 
     # ------------------------------------------------------------------------------------ persistence
     def _array_tree(self) -> dict:
@@ -388,5 +519,5 @@ def _from_saved(d: Path, m: dict) -> Ranker:
     return ranker
 
 
-__all__ = ["RankConfig", "Ranker", "ScoreParts", "registry_fingerprint", "query_bucket", "read_manifest",
-           "FORMAT_VERSION"]
+__all__ = ["RankConfig", "Ranker", "ScoreParts", "DEFAULT_REGISTRY_CONFIG", "registry_fingerprint", "query_bucket",
+           "check_queries", "read_manifest", "FORMAT_VERSION"]

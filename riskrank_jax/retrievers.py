@@ -19,7 +19,7 @@ import numpy as np
 from riskrank_jax.logs import quiet_library_loggers
 from riskrank_jax.scoring import rank_order
 
-__all__ = ["bm25_scores", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
+__all__ = ["bm25_scores", "Bm25Index", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
 
 
 def _default_stemmer():
@@ -36,11 +36,8 @@ def bm25_scores(tool_texts: list[str], query_texts: list[str], *, stemmer="auto"
 
     Texts are tokenized with ``bm25s.tokenize`` (lower-case, scikit-learn token pattern, English
     stopwords removed). Stemming is applied only when PyStemmer is installed (``stemmer="auto"``);
-    pass ``stemmer=None`` to force none, or any bm25s-compatible stemmer.
-
-    The full matrix comes from ``BM25.get_scores_from_ids`` once per query (a sum of a few sparse CSC
-    columns, O(postings) per query); this is cheaper than ``retrieve(k=N)``, which also sorts N
-    scores per query and needs a scatter back to tool order.
+    pass ``stemmer=None`` to force none, or any bm25s-compatible stemmer. Same as
+    ``Bm25Index(tool_texts, stemmer=stemmer).scores(query_texts)``; keep the index to score more queries.
 
     Args:
       tool_texts: N tool texts (the index).
@@ -50,27 +47,41 @@ def bm25_scores(tool_texts: list[str], query_texts: list[str], *, stemmer="auto"
     Returns:
       float32 [Q, N]; a query with no in-vocabulary token scores 0 everywhere.
     """
-    import bm25s
+    return Bm25Index(tool_texts, stemmer=stemmer).scores(query_texts)
 
-    quiet_library_loggers(names=("bm25s",))  # bm25s sets its logger to DEBUG when imported
-    if stemmer == "auto":
-        stemmer = _default_stemmer()
-    tool_texts = list(tool_texts)
-    query_texts = list(query_texts)
-    n = len(tool_texts)
-    out = np.zeros((len(query_texts), n), dtype=np.float32)
-    if n == 0 or not query_texts:
+
+class Bm25Index:
+    """A BM25 index of a fixed tool pool, built once and queried many times (see ``bm25_scores``).
+
+    The full score row of a query comes from ``BM25.get_scores_from_ids`` (a sum of a few sparse CSC
+    columns, O(postings) per query); this is cheaper than ``retrieve(k=N)``, which also sorts N scores
+    per query and needs a scatter back to tool order.
+    """
+
+    def __init__(self, tool_texts, *, stemmer="auto"):
+        import bm25s
+
+        quiet_library_loggers(names=("bm25s",))  # bm25s sets its logger to DEBUG when imported
+        self.stemmer = _default_stemmer() if stemmer == "auto" else stemmer
+        self.n_tools = len(tool_texts)
+        self._tok = functools.partial(bm25s.tokenize, stopwords="en", stemmer=self.stemmer, return_ids=False,
+                                      show_progress=False)
+        self._retriever = None
+        if self.n_tools:
+            self._retriever = bm25s.BM25()
+            self._retriever.index(self._tok(list(tool_texts)), show_progress=False)
+
+    def scores(self, query_texts) -> np.ndarray:
+        """float32 [Q, N] for Q query texts; a query with no in-vocabulary token scores 0 everywhere."""
+        query_texts = list(query_texts)
+        out = np.zeros((len(query_texts), self.n_tools), dtype=np.float32)
+        if self._retriever is None or not query_texts:
+            return out
+        for i, tokens in enumerate(self._tok(query_texts)):
+            ids = self._retriever.get_tokens_ids(tokens)
+            if ids:
+                out[i] = self._retriever.get_scores_from_ids(ids)
         return out
-    tok = functools.partial(
-        bm25s.tokenize, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
-    )
-    retriever = bm25s.BM25()
-    retriever.index(tok(tool_texts), show_progress=False)
-    for i, tokens in enumerate(tok(query_texts)):
-        ids = retriever.get_tokens_ids(tokens)
-        if ids:
-            out[i] = retriever.get_scores_from_ids(ids)
-    return out
 
 
 @jax.jit

@@ -93,7 +93,7 @@ def test_load_refuses_other_encoder_or_registry(demo, tmp_path):
 
 def test_bucket_padding_and_candidates(demo):
     _, _, _, ranker, q = demo
-    assert query_bucket(1) == 8 and query_bucket(9) == 16
+    assert query_bucket(1) == 1 and query_bucket(3) == 4 and query_bucket(9) == 16
     one = ranker.rank(q[3:4], k=5)
     np.testing.assert_array_equal(one[0], ranker.rank(q[:9], k=5)[3])
     cand = ranker.with_config(RankConfig(lam=0.1, alpha=0.2, first_stage="dense", n_candidates=20))
@@ -112,8 +112,8 @@ def test_zero_shot_relevance_is_cosine(demo):
 
 
 def test_config_errors():
-    with pytest.raises(NotImplementedError, match="hybrid"):
-        RankConfig(first_stage="hybrid")
+    with pytest.raises(RankerError, match="first_stage must be one of none, dense, bm25, hybrid"):
+        RankConfig(first_stage="rrf")
     with pytest.raises(RankerError):
         RankConfig(n_candidates=10)  # needs a first stage
     with pytest.raises(RankerError):

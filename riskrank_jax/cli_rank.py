@@ -1,0 +1,155 @@
+"""`riskrank-jax rank` and `riskrank-jax fit`: rank your own tool registry for queries, or fit a ranker to a
+log of (query, tools used). Thin shells over `Ranker.from_registry`, `explain` and `fit`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+
+import click
+
+from riskrank_jax.cli_options import (
+    cache_dir_option,
+    encoder_option,
+    risk_head_option,
+    seeds_option,
+    trust_annotations_option,
+)
+from riskrank_jax.errors import RankerError
+
+files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+
+
+def _gather_queries(query_texts, queries_file) -> list[str]:
+    from riskrank_jax.query_log import read_queries
+    from riskrank_jax.ranker import check_queries
+
+    if bool(query_texts) == bool(queries_file):
+        raise RankerError("give --query TEXT (one or more) or --queries FILE, not both and not neither")
+    queries = list(query_texts) if query_texts else read_queries(queries_file)
+    check_queries(queries)
+    return queries
+
+
+def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations):
+    """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
+    skipped built-in tools are reported as `warning:` lines on stderr."""
+    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.ranker import Ranker
+    from riskrank_jax.registry import load_registry
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = load_registry(list(files))
+    for w in reg.warnings:
+        click.echo(f"warning: {w}", err=True)
+    enc = load_encoder(encoder)
+    if model is None:
+        return Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
+                                    trust_annotations=trust_annotations)
+    ranker = Ranker.load(model, expect_encoder_id=enc.model_id)
+    if (reg.names, reg.texts) != (ranker.tool_names, ranker.tool_texts):
+        raise RankerError(f"{model}: this ranker was fitted on another registry (tool names or texts differ from "
+                          f"{', '.join(files)}); fit it again with `riskrank-jax fit`")
+    return dataclasses.replace(ranker, encoder=enc)
+
+
+def _hits_text(query: str, hits) -> str:
+    width = max([len(h.name) for h in hits] + [4])
+    lines = [f"query: {query}", f"  {'#':>2}  {'tool':<{width}}  {'score':>7}  {'relevance':>9}  risk  risk source"]
+    lines += [f"  {h.rank:>2}  {h.name:<{width}}  {h.score:>7.3f}  {h.relevance:>9.3f}  {h.risk_level:>4}  "
+              f"{h.risk_source}" for h in hits]
+    if not hits:
+        lines.append("  (no tool scored above --min-score)")
+    return "\n".join(lines)
+
+
+@click.command("rank")
+@files_argument
+@click.option("--query", "query_texts", multiple=True, metavar="TEXT", help="A request to rank tools for (repeatable).")
+@click.option("--queries", "queries_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Requests, one per line (or JSON Lines with a \"query\" field when FILE ends .jsonl).")
+@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Tools per request.")
+@click.option("--lambda", "lam", type=click.FloatRange(min=0), default=None, metavar="L",
+              help="Risk penalty λ. Default 1.5 for the zero-shot ranker, where λ is in per-query standard "
+                   "deviations of the hybrid score; a --model's own λ otherwise. 0 turns the penalty off.")
+@click.option("--min-score", type=float, default=None, help="Leave out tools whose final score is below this.")
+@click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="A ranker saved by `riskrank-jax fit` for these FILEs (its risk levels are used as saved).")
+@click.option("--explain", is_flag=True,
+              help="Show how each stage moved each returned tool, and the risky tools held back.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@trust_annotations_option
+@risk_head_option
+@cache_dir_option
+@encoder_option
+def rank_command(files, query_texts, queries_file, k, lam, min_score, model, explain, as_json, trust_annotations,
+                 risk_head, cache_dir, encoder):
+    """Rank the tools of FILE... (MCP tools/list, OpenAI, Anthropic, plain JSON/JSONL, BEIR) for requests:
+    the top k with relevance, risk level and final score.
+
+    Zero-shot by default: hybrid BM25 + embedding relevance − λ·risk, smoothed over a graph of related
+    tools. Risk per tool: declared, else the learned head raised by permission keywords and MCP
+    annotations (see `riskrank-jax registry audit` and docs/registry.md). Embeddings are cached by text,
+    so a second run over the same files is fast.
+    """
+    from riskrank_jax.explain import explain_query, to_text
+
+    queries = _gather_queries(query_texts, queries_file)
+    ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
+    if lam is not None:
+        ranker = ranker.with_config(dataclasses.replace(ranker.config, lam=lam))
+    k = min(k, ranker.size)
+    hits = ranker.rank_queries(queries, k=k, min_score=min_score)
+    reports = [explain_query(ranker, q, k) for q in queries] if explain else [None] * len(queries)
+    if as_json:
+        c = ranker.config
+        out = {"config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "k": k,
+                          "head": ranker.params is not None, "rule_filter": c.rule_filter},
+               "results": [{"query": q, "hits": [h.as_dict() for h in hs], **({"explain": r} if r else {})}
+                           for q, hs, r in zip(queries, hits, reports)]}
+        click.echo(json.dumps(out))
+        return
+    blocks = [to_text(r) if r else _hits_text(q, hs) for q, hs, r in zip(queries, hits, reports)]
+    click.echo("\n\n".join(blocks))
+
+
+@click.command("fit")
+@files_argument
+@click.option("--queries", "log_path", required=True, type=click.Path(dir_okay=False), metavar="LOG.jsonl",
+              help='Your log: one JSON object per line, {"query": "...", "tools": ["tool_name", ...]}.')
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Where to save the ranker (then: riskrank-jax rank FILE... --model DIR).")
+@seeds_option
+@click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True)
+@trust_annotations_option
+@risk_head_option
+@cache_dir_option
+@encoder_option
+def fit_command(files, log_path, out_dir, seeds, epochs, trust_annotations, risk_head, cache_dir, encoder):
+    """Fit a ranker for FILE... to your own log of requests and the tools used for them.
+
+    Every 5th logged request is held out. The relevance and risk heads are trained on the rest (one model
+    per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
+    saved (the heads retrained on every request).
+    """
+    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.fit import FitConfig, fit_ranker
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ranker, report = fit_ranker(list(files), log_path, encoder=load_encoder(encoder),
+                                    cache=EmbeddingCache(cache_dir), config=FitConfig(seeds=seeds, epochs=epochs),
+                                    risk_head=risk_head, trust_annotations=trust_annotations)
+    k = report["k"]
+    click.echo(f"{report['queries']} logged requests, {report['heldout']} held out; NDCG@{k} on them: zero-shot "
+               f"{report[f'ndcg@{k}_zero_shot']:.3f}, trained heads per seed "
+               + ", ".join(f"{x:.3f}" for x in report[f"ndcg@{k}_head_per_seed"]))
+    click.echo(f"chosen: {report['chosen']} — {report['why']}")
+    click.echo(f"saved {ranker.save(out_dir)}")
+
+
+__all__ = ["rank_command", "fit_command"]

@@ -1,0 +1,108 @@
+"""Why a Ranker returned what it did for one query: how each stage moved each returned tool, and which risky
+tools the risk penalty (or the rule filter) held back.
+
+    report = explain_query(ranker, "delete the branch feature-x", k=5)     # a JSON-able dict
+    print(to_text(report))
+
+Stages (see `riskrank_jax.ranker`): first stage (cosine, BM25 or their hybrid fusion) -> head f_rel (when
+the ranker has one) -> −λ·risk -> graph smoothing -> rule filter. "Held back" = risky tools (r ≥ 3) that
+are in the top-k at λ = 0 with everything else unchanged, but not in the top-k now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from riskrank_jax.scoring import is_risky, rank_order
+
+
+def _positions(scores) -> np.ndarray:
+    """int [N]: 1-based position of each tool when sorted by descending score (ties: lower index first)."""
+    order = np.asarray(rank_order(np.asarray(scores)))
+    pos = np.empty_like(order)
+    pos[order] = np.arange(1, order.size + 1)
+    return pos
+
+
+def _ranked_positions(ranker, q_emb, query) -> np.ndarray:
+    """int [N]: 1-based final position of each tool (after the rule filter, when enabled)."""
+    full = ranker.rank(q_emb, k=ranker.size, q_texts=[query])[0]
+    pos = np.empty_like(full)
+    pos[full] = np.arange(1, full.size + 1)
+    return pos
+
+
+def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> list[dict]:
+    zero = dataclasses.replace(ranker, config=dataclasses.replace(ranker.config, lam=0.0))
+    at_zero = zero.rank(q_emb, k=k, q_texts=[query])[0]
+    out = []
+    for j, t in enumerate(at_zero):
+        if t in ids or not is_risky(int(ranker.risk_levels[t])):
+            continue
+        pen = float(parts.risk_penalty[t])
+        if before_rule[t] > k:
+            why = f"−λ·risk = {-pen:+.3f} moved it below the top {k} (to #{int(before_rule[t])} before any filter)"
+        else:
+            why = f"the rule filter deferred it (#{int(before_rule[t])} by score, #{int(final_pos[t])} after)"
+        out.append({"name": ranker.tool_names[t], "risk_level": int(ranker.risk_levels[t]),
+                    "risk_source": ranker.risk_source[t], "rank_at_lambda_0": j + 1, "rank_now": int(final_pos[t]),
+                    "risk_penalty": -pen, "why": why})
+    return out
+
+
+def explain_query(ranker, query: str, k: int | None = None) -> dict:
+    """{"query", "config", "tools": per returned tool the stages, "held_back": risky tools held back}."""
+    from riskrank_jax.ranker import check_queries
+
+    check_queries([query])
+    k = ranker.config.k if k is None else int(k)
+    q_emb = ranker.encode_queries([query])
+    first = ranker.first_stage_scores(q_emb, [query])[0]
+    parts = ranker.scores(q_emb, [query])
+    parts = parts._make(np.asarray(x)[0] for x in parts)  # each [N]
+    ids = ranker.rank(q_emb, k=k, q_texts=[query])[0]
+    first_pos, before_rule = _positions(first), _positions(parts.total)
+    final_pos = _ranked_positions(ranker, q_emb, query)
+    head = ranker.params is not None
+    tools = []
+    for j, t in enumerate(ids):
+        row = {"rank": j + 1, "name": ranker.tool_names[t], "first_stage_rank": int(first_pos[t]),
+               "first_stage_score": float(first[t]), "head_relevance": float(parts.relevance[t]) if head else None,
+               "risk_penalty": -float(parts.risk_penalty[t]), "graph": float(parts.graph[t]),
+               "score": float(parts.total[t]), "rank_before_rule_filter": int(before_rule[t]),
+               "risk_level": int(ranker.risk_levels[t]), "risk_source": ranker.risk_source[t]}
+        tools.append(row)
+    c = ranker.config
+    return {"query": query, "k": k,
+            "config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "head": head,
+                       "rule_filter": c.rule_filter},
+            "tools": tools, "held_back": _held_back(ranker, q_emb, query, k, set(ids.tolist()), parts, final_pos,
+                                                    before_rule)}
+
+
+def to_text(report: dict) -> str:
+    """A readable table of `explain_query`'s report."""
+    c = report["config"]
+    stage = "cosine" if c["first_stage"] == "none" else c["first_stage"]
+    lines = [f"query: {report['query']}",
+             f"  λ = {c['lambda']}, α = {c['alpha']}, first stage {stage}, "
+             f"{'trained head' if c['head'] else 'zero-shot (no head)'}, rule filter {'on' if c['rule_filter'] else 'off'}",
+             f"  {'#':>2}  {'tool':<24} {'first stage':>15} " + (f"{'head':>7} " if c["head"] else "")
+             + f"{'−λ·risk':>8} {'graph':>7} {'final':>7}  {'rule':>7}  risk"]
+    for r in report["tools"]:
+        rule = "-" if not c["rule_filter"] else f"#{r['rank_before_rule_filter']}→#{r['rank']}"
+        lines.append(f"  {r['rank']:>2}  {r['name']:<24} {'#' + str(r['first_stage_rank']):>5} {r['first_stage_score']:>9.3f} "
+                     + (f"{r['head_relevance']:>7.3f} " if c["head"] else "")
+                     + f"{r['risk_penalty']:>+8.3f} {r['graph']:>+7.3f} {r['score']:>7.3f}  {rule:>7}  "
+                     f"{r['risk_level']} ({r['risk_source']})")
+    held = report["held_back"]
+    lines.append(f"  held back (risky tools in the top {report['k']} at λ = 0, not now):" + ("" if held else " none"))
+    for h in held:
+        lines.append(f"    {h['name']} (risk {h['risk_level']}, {h['risk_source']}): #{h['rank_at_lambda_0']} at "
+                     f"λ = 0, now #{h['rank_now']}; {h['why']}")
+    return "\n".join(lines)
+
+
+__all__ = ["explain_query", "to_text"]

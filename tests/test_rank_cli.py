@@ -1,0 +1,140 @@
+"""`riskrank-jax rank` / `fit`, Ranker.from_registry's defaults on the shipped MCP example, the README's
+"Rank your own tools" commands and examples/retrieve_tools.py (real default encoder, temporary cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from riskrank_jax.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MCP = str(EXAMPLES / "mcp_tools.json")
+READ_ONLY = ("show me the recent commits", "search the web for the weather in Paris", "read the config file",
+             "list my unread e-mails", "what is my account balance", "which files did I change?")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def invoke(cache):
+    def run(*args, code=0):
+        res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})
+        assert res.exit_code == code, (res.output, res.stderr, res.exception)
+        assert "Traceback" not in res.output + res.stderr
+        return res
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def ranker(cache):
+    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.ranker import Ranker
+
+    return Ranker.from_registry([MCP], cache=EmbeddingCache(cache))
+
+
+def test_default_hides_risky_tools_from_read_only_requests_but_not_from_destructive_ones(ranker):
+    from riskrank_jax.ranker import RankConfig
+
+    zero = ranker.with_config(RankConfig(lam=0.0, alpha=ranker.config.alpha, first_stage="hybrid"))
+    now = [sum(h.risky for h in hs) for hs in ranker.rank_queries(list(READ_ONLY), k=5)]
+    before = [sum(h.risky for h in hs) for hs in zero.rank_queries(list(READ_ONLY), k=5)]
+    assert all(a <= b for a, b in zip(now, before)) and sum(now) < sum(before), (now, before)
+    hits = ranker.rank_queries(["delete the branch feature-x"], k=5)[0]
+    assert hits[0].name == "git_delete_branch" and hits[0].risk_level >= 3 and hits[0].risky
+
+
+def test_rank_json_with_explain(invoke):
+    out = json.loads(invoke("rank", MCP, "--query", "delete the branch feature-x", "--query",
+                            "show me the recent commits", "--json", "--explain").stdout)
+    assert out["config"]["first_stage"] == "hybrid" and out["config"]["lambda"] == 1.5
+    delete, commits = out["results"]
+    assert delete["hits"][0]["name"] == "git_delete_branch"
+    assert set(delete["hits"][0]) == {"rank", "name", "score", "relevance", "risk_level", "risk_source", "risky"}
+    ex = commits["explain"]
+    assert [t["name"] for t in ex["tools"]] == [h["name"] for h in commits["hits"]]
+    for t in ex["tools"]:  # the stages add up: final = first stage − λ·risk + graph (zero-shot)
+        assert t["score"] == pytest.approx(t["first_stage_score"] + t["risk_penalty"] + t["graph"], abs=1e-4)
+    assert any(h["name"] == "git_push" and h["risk_level"] >= 3 for h in ex["held_back"]), ex["held_back"]
+
+
+def test_rank_text_from_a_queries_file_with_lambda_and_min_score(invoke, tmp_path):
+    qfile = tmp_path / "q.txt"
+    qfile.write_text("read the config file\n\nsend 20 euros to Alice\n")
+    res = invoke("rank", MCP, "--queries", str(qfile), "--k", "3", "--lambda", "0")
+    blocks = res.stdout.split("\n\n")
+    assert len(blocks) == 2 and blocks[0].startswith("query: read the config file")
+    assert "read_file" in blocks[0].splitlines()[2] and "send_payment" in blocks[1]
+    res = invoke("rank", MCP, "--query", "read the config file", "--min-score", "2.5", "--json")
+    hits = json.loads(res.stdout)["results"][0]["hits"]
+    assert 1 <= len(hits) < 5 and all(h["score"] >= 2.5 for h in hits)
+
+
+@pytest.mark.parametrize("content,args,message", [
+    ("[]", ("--query", "x"), "no tools in"),
+    ('{"foo": 1}', ("--query", "x"), "accepted formats"),
+    ('[{"name": "a", "description": "b"}', ("--query", "x"), "line 1"),
+    (None, ("--query", "   "), "query 1 is empty"),
+    (None, (), "give --query TEXT"),
+    (None, ("--queries", "MISSING"), "file not found"),
+    (None, ("--query", "x", "--model", "NOWHERE"), "no saved ranker here"),
+])
+def test_rank_bad_input_is_one_error_line(invoke, tmp_path, content, args, message):
+    path = MCP
+    if content is not None:
+        path = str(tmp_path / "tools.json")
+        Path(path).write_text(content)
+    args = [str(tmp_path / a) if a in ("MISSING", "NOWHERE") else a for a in args]
+    res = invoke("rank", path, *args, code=1)
+    assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
+
+
+def test_fit_log_errors_name_file_and_line(invoke, tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"query": "read it", "tools": ["read_file"]}\n{"query": "rm it", "tools": ["remove_file"]}\n')
+    res = invoke("fit", MCP, "--queries", str(log), "--out", str(tmp_path / "m"), code=1)
+    assert f"{log}:2: unknown tool 'remove_file'" in res.stderr and "did you mean" in res.stderr
+    log.write_text('{"query": "read it", "tools": ["read_file"]}\n')
+    res = invoke("fit", MCP, "--queries", str(log), "--out", str(tmp_path / "m"), code=1)
+    assert "need at least 5" in res.stderr
+
+
+def test_readme_commands_run_as_written(cache, tmp_path, monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Rank your own tools"):readme.index("## Command line")]
+    commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    assert any("--explain" in c for c in commands) and any(c.startswith("riskrank-jax fit") for c in commands)
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    monkeypatch.chdir(tmp_path)
+    env = {**os.environ, "RISKRANK_CACHE": cache, "PYTHONPATH": str(ROOT)}
+    outputs = []
+    for line in commands:
+        argv = shlex.split(line)
+        if argv[0] == "riskrank-jax":
+            res = CliRunner().invoke(cli, argv[1:], env={"RISKRANK_CACHE": cache})
+            assert res.exit_code == 0, (line, res.output, res.stderr)
+            outputs.append(res.stdout)
+        else:
+            assert argv[:2] == ["python", "examples/retrieve_tools.py"]
+            r = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=env)
+            assert r.returncode == 0, r.stderr[-2000:]
+            outputs.append(r.stdout)
+    assert (tmp_path / "my_ranker" / "manifest.json").is_file()
+    assert "held back" in outputs[2] and "git_delete_branch" in outputs[-1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("1 git_delete_branch"), r.stderr[-2000:]
