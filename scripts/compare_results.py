@@ -17,7 +17,7 @@ import math
 import sys
 
 IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device", "finished_at",
-           "reproducibility")
+           "reproducibility", "recommendation")  # run metadata and derived text, not measured values
 
 
 def leaves(tree, prefix=""):
