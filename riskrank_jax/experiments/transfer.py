@@ -29,6 +29,7 @@ from riskrank_jax.errors import RiskRankError
 from riskrank_jax.registry.evaluate import compare_sources, cross_val_scores
 from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS
 from riskrank_jax.registry.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.scoring import is_risky
 
 BENCHMARK_ORDER = ("demo", "ultratool", "sealtools")
 TRANSFERS = (("ultratool", "sealtools"), ("sealtools", "ultratool"), ("demo", "ultratool"), ("demo", "sealtools"))
@@ -94,7 +95,7 @@ def evaluate_setting(train: LabelledSet, test: LabelledSet, cfg: TransferConfig)
     sources = {row: {m: _summary([p[row][m] for p in per_seed]) for m in METRICS} for row in per_seed[0]}
     return {"train": train.name, "test": test.name, "kind": "cv" if train is test else "transfer",
             "n_train": int(len(train.risk)), "n_test": int(len(test.risk)),
-            "n_test_high": int((test.risk >= 3).sum()), "sources": sources}
+            "n_test_high": int(is_risky(test.risk).sum()), "sources": sources}
 
 
 def run_transfer(sets: dict[str, LabelledSet], cfg: TransferConfig = TransferConfig()) -> dict:

@@ -7,8 +7,9 @@ import numpy as np
 from scipy import stats
 
 from riskrank_jax.registry.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.scoring import RISK_THRESHOLD
 
-HIGH_RISK = 3  # r >= 3 counts as high risk (as in the metrics' RVR)
+HIGH_RISK = RISK_THRESHOLD  # r >= 3 counts as high risk (as in the metrics' RVR)
 
 
 def auc(scores, labels, threshold: int = HIGH_RISK) -> float:
