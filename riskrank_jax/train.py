@@ -49,6 +49,7 @@ import optax
 
 from riskrank_jax import checkpoints as ckpt
 from riskrank_jax import model as rr_model
+from riskrank_jax.minibatch import minibatch_epochs
 from riskrank_jax.errors import CacheError
 from riskrank_jax.scoring import level_to_score, penalise
 from riskrank_jax.progress import progress_bar
@@ -752,7 +753,7 @@ class RiskHeadConfig:
     hidden: int = 64
 
 
-def _fit_risk_head(seed, t_emb, target, *, config: RiskHeadConfig, steps: int, batch_size: int):
+def _fit_risk_head(seed, t_emb, target, *, config: RiskHeadConfig, batch_size: int):
     """One seed: MSE of f_risk to the targets over shuffled minibatches; returns the risk-head params."""
     n, d = t_emb.shape
     opt = optax.adam(config.lr)
@@ -762,19 +763,7 @@ def _fit_risk_head(seed, t_emb, target, *, config: RiskHeadConfig, steps: int, b
     def loss_fn(p, idx):
         return jnp.mean((rr_model.risk(p, t_emb[idx]) - target[idx]) ** 2)
 
-    def step(carry, idx):
-        p, s = carry
-        loss, g = jax.value_and_grad(loss_fn)(p, idx)
-        upd, s = opt.update(g, s, p)
-        return (optax.apply_updates(p, upd), s), loss
-
-    def epoch(carry, ekey):
-        perm = jax.random.permutation(ekey, n)[: steps * batch_size].reshape(steps, batch_size)
-        carry, losses = jax.lax.scan(step, carry, perm)
-        return carry, losses.mean()
-
-    (params, _), _ = jax.lax.scan(epoch, (params, opt.init(params)), jax.random.split(key, config.epochs))
-    return params
+    return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch_size, epochs=config.epochs)[0]
 
 
 def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadConfig()) -> dict:
@@ -793,8 +782,7 @@ def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadCon
     t_emb = jnp.asarray(tool_emb)
     target = jnp.asarray(level_to_score(np.asarray(risk)))
     batch_size = min(config.batch_size, t_emb.shape[0])
-    fit = functools.partial(_fit_risk_head, config=config, steps=t_emb.shape[0] // batch_size,
-                            batch_size=batch_size)
+    fit = functools.partial(_fit_risk_head, config=config, batch_size=batch_size)
     program = jax.jit(jax.vmap(fit, in_axes=(0, None, None)))
     return program(jnp.asarray(seeds, dtype=jnp.uint32), t_emb, target)
 

@@ -72,3 +72,19 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny-bert") / "mean"
     make_tiny_bert(root, "mean")
     return root
+
+
+def cli_invoker(cache: str):
+    """`run(*args, code=0)`: invoke `riskrank-jax` in-process with RISKRANK_CACHE=cache, assert its exit status
+    and that no traceback was printed; returns click's Result."""
+    from click.testing import CliRunner
+
+    from riskrank_jax.cli import cli
+
+    def run(*args, code=0):
+        res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})
+        assert res.exit_code == code, (res.output, res.stderr, res.exception)
+        assert "Traceback" not in res.output + res.stderr
+        return res
+
+    return run

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import cli_invoker
 from riskrank_jax.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,13 +31,7 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def invoke(cache):
-    def run(*args, code=0):
-        res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})
-        assert res.exit_code == code, (res.output, res.stderr, res.exception)
-        assert "Traceback" not in res.output + res.stderr
-        return res
-
-    return run
+    return cli_invoker(cache)
 
 
 @pytest.fixture(scope="module")

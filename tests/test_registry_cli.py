@@ -9,9 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from riskrank_jax.cli import cli
+from conftest import cli_invoker
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MCP = str(EXAMPLES / "mcp_tools.json")
@@ -19,15 +18,7 @@ MCP = str(EXAMPLES / "mcp_tools.json")
 
 @pytest.fixture(scope="module")
 def invoke(tmp_path_factory):
-    cache = str(tmp_path_factory.mktemp("cache"))
-
-    def run(*args, code=0):
-        res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})
-        assert res.exit_code == code, (res.output, res.stderr, res.exception)
-        assert "Traceback" not in res.output + res.stderr
-        return res
-
-    return run
+    return cli_invoker(str(tmp_path_factory.mktemp("cache")))
 
 
 def test_audit_json_of_the_mcp_example(invoke):

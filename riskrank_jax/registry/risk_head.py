@@ -62,9 +62,9 @@ def _train_program(n: int, dim: int, config: HeadConfig):
     import optax
 
     from riskrank_jax import model as model_lib
+    from riskrank_jax.minibatch import minibatch_epochs
 
     batch = min(config.batch_size, n)
-    steps = n // batch
     opt = optax.adamw(config.lr, weight_decay=config.weight_decay)
 
     def train(emb, target):
@@ -74,19 +74,7 @@ def _train_program(n: int, dim: int, config: HeadConfig):
         def loss_fn(p, idx):
             return jnp.mean((model_lib.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
 
-        def step(carry, idx):
-            p, s = carry
-            loss, g = jax.value_and_grad(loss_fn)(p, idx)
-            upd, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, upd), s), loss
-
-        def epoch(carry, ekey):
-            perm = jax.random.permutation(ekey, n)[: steps * batch].reshape(steps, batch)
-            carry, losses = jax.lax.scan(step, carry, perm)
-            return carry, losses.mean()
-
-        (params, _), losses = jax.lax.scan(epoch, (params, opt.init(params)), jax.random.split(key, config.epochs))
-        return params, losses
+        return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch, epochs=config.epochs)
 
     return jax.jit(train)
 
