@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from riskrank_jax import model  # noqa: E402
 from riskrank_jax.graph import build_fold_graphs  # noqa: E402
 from riskrank_jax.rule_filter import rule_filter  # noqa: E402
+from riskrank_jax.experiments.throughput import timeit  # noqa: E402
 from riskrank_jax.smoothing import smooth_candidates, smooth_full, smooth_full_folds  # noqa: E402
 from riskrank_jax.train import TrainConfig, train_models  # noqa: E402
 
@@ -95,13 +96,7 @@ def correctness(acc, cpu, x, train_sizes):
 
 
 def best(fn, repeats=5):
-    jax.block_until_ready(fn())
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t)
-    return min(ts)
+    return timeit(fn, repeats, reduce=min)
 
 
 def throughput(acc, x, copy_bytes):

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import jax
 import numpy as np
 
 from riskrank_jax.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
+from riskrank_jax.experiments.throughput import timeit
 
 sys.path.insert(0, os.path.dirname(__file__))
 from smoothing import bow_embed  # noqa: E402
@@ -45,16 +45,6 @@ def load(q):
         n = 2032
         emb = rng.normal(size=(n, 64)).astype(np.float32)
         return (rng.normal(size=(q, n)), rng.integers(1, 6, n), rng.integers(0, 4, n), emb, "random")
-
-
-def timeit(fn, repeats):
-    jax.block_until_ready(fn())
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
 
 
 def main():

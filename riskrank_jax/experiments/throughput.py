@@ -57,15 +57,16 @@ COST_MODEL = ("float32; full: sparse flops=2QE+4QN, bytes=8QN+12E (+8QE segment-
 # helpers
 
 
-def timeit(fn, repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of fn after one warm-up call (results block_until_ready)."""
+def timeit(fn, repeats: int, reduce=np.median) -> float:
+    """Median (or ``reduce``, e.g. min) wall time of ``repeats`` calls of fn after one warm-up call (results
+    block_until_ready)."""
     jax.block_until_ready(fn())
     ts = []
     for _ in range(max(1, int(repeats))):
         t = time.perf_counter()
         jax.block_until_ready(fn())
         ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+    return float(reduce(ts))
 
 
 def scipy_a_hat(a: sp.csr_matrix) -> sp.csr_matrix:
