@@ -10,12 +10,12 @@ Why this layout (measured on the 2,032-tool UltraTool fold graph, 14.5k directed
 ``benchmarks/smoothing.py``): a segment sum over an [E, Q] message buffer writes and re-reads 58 MB and its
 scatter runs element by element; XLA's CPU gather, fused into an add, costs about 0.2 ns per element when it
 copies whole rows of a cache-resident [N, c] block (c queries along the minor axis) and ten times more when
-it gathers along the minor axis.  So nodes are grouped by in-degree into power-of-two widths K (1, 2, 4, ...,
-padding < 2x the edges), each bucket's neighbour table is an int32 [m_b, K] array, and one fused loop per
+it gathers along the minor axis.  So nodes are grouped by in-degree into widths K (1, 2, 3, 4, 6, 8, 12, ..., 32,
+then multiples of 16; padding < 1.5x the edges), each bucket's neighbour table is an int32 [m_b, K] array, and one fused loop per
 bucket sums its K gathered rows; queries are processed in blocks of c so that x stays in L2.
 
-Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``, and widths are powers of
-two, so graphs of similar degree profile share compiled shapes.
+Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``, and widths
+come from a fixed ladder, so graphs of similar degree profile share compiled shapes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 SLOT_MULTIPLE = 64  # rows x width of a bucket is padded to a multiple of this (fewer distinct compiled shapes)
-SLAB = 32  # widths above this are summed SLAB neighbours per loop step (bounded unrolling)
+SLAB = 32  # widths up to this are summed in one unrolled fusion
+WIDTHS_UNROLLED = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # bucket widths up to SLAB (ratio <= 1.5 between steps)
+SLAB_STEP = 16  # widths above SLAB are multiples of this, summed SLAB_STEP neighbours per loop step
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +38,7 @@ class NeighbourLayout:
     """In-neighbour tables of a graph with N nodes and E directed edges, nodes bucketed by in-degree.
 
     Arrays are device arrays (built once per edge structure and cached).
-    nbr:  tuple of int32 [m_b, K_b] sender ids (0 in empty slots), one per bucket, K_b a power of two.
+    nbr:  tuple of int32 [m_b, K_b] sender ids (0 in empty slots), one per bucket, K_b from ``_width``.
     edge: tuple of int32 [m_b, K_b] index of the edge in the input arrays (E in empty slots).
     row_of_node: int32 [N] row of node i in the concatenated bucket outputs; nodes without in-edges point
       at row M = sum m_b, a zero row.
@@ -55,10 +57,14 @@ class NeighbourLayout:
 
 
 def _width(deg: np.ndarray) -> np.ndarray:
-    """Power-of-two bucket width per node (0 for nodes without in-edges)."""
+    """Bucket width per node (0 for nodes without in-edges): the smallest of WIDTHS_UNROLLED >= the degree,
+    or above SLAB the degree rounded up to a multiple of SLAB_STEP (padding < 1.5x, few distinct widths)."""
+    ladder = np.asarray(WIDTHS_UNROLLED)
     w = np.zeros(deg.shape, np.int64)
-    pos = deg > 0
-    w[pos] = 1 << np.ceil(np.log2(deg[pos])).astype(np.int64)
+    small = (deg > 0) & (deg <= SLAB)
+    w[small] = ladder[np.searchsorted(ladder, deg[small])]
+    big = deg > SLAB
+    w[big] = -(-deg[big] // SLAB_STEP) * SLAB_STEP
     return w
 
 
@@ -74,7 +80,7 @@ def _build(senders: np.ndarray, receivers: np.ndarray, n: int) -> NeighbourLayou
     nbrs, edges, offset = [], [], 0
     for k in np.unique(width[width > 0]):
         nodes = np.nonzero(width == k)[0]
-        mult = max(1, SLOT_MULTIPLE // int(k))
+        mult = SLOT_MULTIPLE // int(np.gcd(SLOT_MULTIPLE, int(k)))
         m = -(-nodes.size // mult) * mult
         row = np.zeros(n, np.int64)
         row[nodes] = np.arange(nodes.size)
@@ -135,14 +141,25 @@ def _bucket_sum(x, nb, w):
     m, width = nb.shape
     if width <= SLAB:
         return slab_sum(nb, w)
-    n_slabs = width // SLAB
-    nb_s = nb.reshape(m, n_slabs, SLAB).transpose(1, 0, 2)
-    w_s = w.reshape(m, n_slabs, SLAB).transpose(1, 0, 2)
+    n_slabs = width // SLAB_STEP
+    nb_s = nb.reshape(m, n_slabs, SLAB_STEP).transpose(1, 0, 2)
+    w_s = w.reshape(m, n_slabs, SLAB_STEP).transpose(1, 0, 2)
 
     def body(i, acc):
         return acc + slab_sum(nb_s[i], w_s[i])
 
     return jax.lax.fori_loop(0, n_slabs, body, jnp.zeros((m, x.shape[1]), x.dtype))
+
+
+def propagate_bucket_rows(x, nbr_tables, weight_tables):
+    """y = Â x for one block of columns, rows in bucket order: [M + 1, c] (row M is zero).
+
+    Row ``row_of_node[i]`` of the result is node i's; callers that transpose afterwards fold that row
+    lookup into the transposing gather (one pass) instead of reordering here.
+    """
+    parts = [_bucket_sum(x, nb, w) for nb, w in zip(nbr_tables, weight_tables)]
+    parts.append(jnp.zeros((1, x.shape[1]), x.dtype))
+    return jnp.concatenate(parts)
 
 
 def propagate_rows(x, nbr_tables, weight_tables, row_of_node):
@@ -155,9 +172,7 @@ def propagate_rows(x, nbr_tables, weight_tables, row_of_node):
     Returns:
       [N, c].
     """
-    parts = [_bucket_sum(x, nb, w) for nb, w in zip(nbr_tables, weight_tables)]
-    parts.append(jnp.zeros((1, x.shape[1]), x.dtype))
-    return jnp.concatenate(parts)[row_of_node]
+    return propagate_bucket_rows(x, nbr_tables, weight_tables)[row_of_node]
 
 
-__all__ = ["NeighbourLayout", "neighbour_layout", "bucket_weights", "propagate_rows", "SLOT_MULTIPLE", "SLAB"]
+__all__ = ["NeighbourLayout", "neighbour_layout", "bucket_weights", "propagate_rows", "propagate_bucket_rows", "SLOT_MULTIPLE", "SLAB", "SLAB_STEP", "WIDTHS_UNROLLED"]

@@ -12,7 +12,7 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
     Â = D^-1/2 A D^-1/2,   P = S Âᵀ,   H1 = (1 - α) S + α P,   out = (S + H1) / 2
 
 P is computed as message passing over in-neighbour lists (``riskrank_jax.neighbours``): nodes are
-bucketed by in-degree into power-of-two widths, every node i sums Â_ij · S[:, j] over its padded list, and
+bucketed by in-degree into padded widths, every node i sums Â_ij · S[:, j] over its padded list, and
 queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
 neighbour is one contiguous row in cache).  Per-fold graphs share one union edge list; queries are grouped
 by fold so that every block uses one fold's weights.  The neighbour tables are built on the host from the
@@ -41,7 +41,7 @@ import jraph
 import numpy as np
 
 from riskrank_jax.graph import ToolGraph
-from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_rows
+from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_bucket_rows
 
 _MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
 _BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)
@@ -162,10 +162,11 @@ def _smooth_blocks_jit(scores, src, dst, block_fold, nbr, edge, row_of_node, sen
 
     def block(args):
         x, f = args
-        return propagate_rows(x, nbr, [w[f] for w in w_tables], row_of_node)
+        return propagate_bucket_rows(x, nbr, [w[f] for w in w_tables])
 
-    p = jax.lax.map(block, (xs, block_fold))  # [B, N, c]
-    p = p.transpose(0, 2, 1).reshape(-1, n)[dst]
+    p = jax.lax.map(block, (xs, block_fold))  # [B, M + 1, c], rows in bucket order
+    # one gather un-blocks, transposes and restores node order: p[q, i] = p_b[dst_q // c, row_of_node_i, dst_q % c]
+    p = p[(dst // c)[:, None], row_of_node[None, :], (dst % c)[:, None]]
     return _combine(scores, p, alpha)
 
 

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.neighbours import SLOT_MULTIPLE, bucket_weights, neighbour_layout, propagate_rows
+from riskrank_jax.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, WIDTHS_UNROLLED, bucket_weights, neighbour_layout,
+                                     propagate_bucket_rows, propagate_rows)
 
 
 def edges_of(a):
@@ -20,14 +21,24 @@ def test_layout_buckets_and_product():
     a = (rng.random((n, n)) < 0.08) * rng.random((n, n))
     a[:, 3] = 0.0
     a[3, :] = 0.0  # node 3 has no in-edges
-    a[7, 10:60] = rng.random(50) + 0.1  # node 7: over 32 in-edges -> width 64 (two slabs)
+    a[7, 10:60] = rng.random(50) + 0.1  # node 7: over 32 in-edges -> width 64 = 4 slabs of 16
     np.fill_diagonal(a, 0.0)
     a = a.astype(np.float32)
     snd, rcv, w = edges_of(a)
     lay = neighbour_layout(snd, rcv, n)
     deg = np.bincount(rcv, minlength=n)
     widths = [t.shape[1] for t in lay.nbr]
-    assert widths == sorted(widths) and all(k & (k - 1) == 0 for k in widths) and widths[-1] == 64
+    assert widths == sorted(widths) and widths[-1] == 64
+    assert all(k in WIDTHS_UNROLLED or (k > SLAB and k % SLAB_STEP == 0) for k in widths)
+    # each node sits in the narrowest bucket that holds its in-degree
+    width_of = np.zeros(n, np.int64)
+    starts = np.cumsum([0] + [t.shape[0] for t in lay.nbr])
+    for b, t in enumerate(lay.nbr):
+        rows = np.asarray(lay.row_of_node)
+        width_of[(rows >= starts[b]) & (rows < starts[b + 1])] = t.shape[1]
+    ladder = np.array(list(WIDTHS_UNROLLED) + list(range(SLAB + SLAB_STEP, 257, SLAB_STEP)))
+    expect = np.where(deg > 0, ladder[np.searchsorted(ladder, deg)], 0)
+    assert np.array_equal(width_of, expect)
     assert all(t.size % SLOT_MULTIPLE == 0 for t in lay.nbr)
     assert lay.padded_slots >= snd.size and int(lay.row_of_node[3]) == sum(t.shape[0] for t in lay.nbr)
     # every edge appears exactly once in the slot tables
@@ -37,7 +48,9 @@ def test_layout_buckets_and_product():
     wt = bucket_weights(lay.edge, jnp.asarray(w))
     y = np.asarray(propagate_rows(jnp.asarray(x), lay.nbr, wt, lay.row_of_node))
     np.testing.assert_allclose(y, a @ x, atol=1e-5)
-    assert np.all(y[3] == 0.0) and 32 < deg[7] <= 64
+    assert np.all(y[3] == 0.0) and 48 < deg[7] <= 64
+    y_b = np.asarray(propagate_bucket_rows(jnp.asarray(x), lay.nbr, wt))
+    np.testing.assert_array_equal(y_b[np.asarray(lay.row_of_node)], y)
     assert neighbour_layout(snd.copy(), rcv.copy(), n) is lay  # cached by content
 
 
