@@ -1,0 +1,127 @@
+"""Whole-sweep wall time and peak memory against the targets, each sweep in a fresh process.
+
+Runs (each a subprocess of ``python -m riskrank_jax.sweep`` under ``/usr/bin/time -v``):
+
+  cached   ``--benchmark all --force`` from the embedding cache you already have, with a new empty checkpoint
+           directory (so every model is trained: only the encoding is skipped).  Target: <= 300 s wall.
+  empty    the paper's rows (``--variants paper``) of UltraTool and Seal-Tools, from a new EMPTY embedding cache
+           and checkpoint directory (encoding included).  Target: <= 240 s wall for both together.
+
+For each it prints wall seconds, the ratio target / wall (>= 1 meets the target), the process's peak RSS
+(``Maximum resident set size``; target <= 3 GiB) and each benchmark's stage timings and peak RSS from its
+results.json.  Measure on a quiet machine: the script prints the load average before and after each run.
+
+    python benchmarks/sweep_time.py [--runs cached empty] [--work DIR] [--json FILE] [--update-reference]
+
+``--update-reference`` makes the cached run write the committed results under experiments/results/ (for
+maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
+temporary directory, removed at the end unless --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS_S = {"cached": 300.0, "empty": 240.0}
+RSS_TARGET_MIB = 3 * 1024
+
+
+def _timed_sweep(args: list[str], env: dict, log: Path) -> dict:
+    """Run one sweep under /usr/bin/time -v; {"wall_s", "max_rss_mib", "rc"}."""
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "riskrank_jax.sweep", *args]
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - t0
+    text = log.read_text()
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    return {"wall_s": round(wall, 1), "max_rss_mib": round(int(m.group(1)) / 1024, 1) if m else None, "rc": rc}
+
+
+def _stages(results_dir: Path) -> dict:
+    """{benchmark: {"timings": ..., "peak_rss_mb": ...}} from each results.json under results_dir."""
+    out = {}
+    for f in sorted(results_dir.glob("*/results.json")):
+        r = json.loads(f.read_text())
+        out[f.parent.name] = {"timings": r.get("timings", {}), "peak_rss_mb": r.get("peak_rss_mb", {})}
+    return out
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_cached(work: Path, update_reference: bool) -> dict:
+    out = work / "runs_cached"
+    args = ["--benchmark", "all", "--force", "--checkpoint-dir", str(work / "ckpt_cached")]
+    args += ["--update-reference"] if update_reference else ["--out", str(out)]
+    res = _timed_sweep(args, dict(os.environ), work / "cached.log")
+    res["stages"] = _stages(ROOT / "experiments" / "results" if update_reference else out)
+    return res
+
+
+def run_empty(work: Path) -> dict:
+    env = dict(os.environ, RISKRANK_CACHE=str(work / "cache_empty"))
+    total = {"wall_s": 0.0, "max_rss_mib": 0.0, "rc": 0, "stages": {}}
+    for bench in ("ultratool", "sealtools"):
+        args = ["--benchmark", bench, "--variants", "paper", "--force", "--no-bench", "--out", str(work / "runs_empty"),
+                "--checkpoint-dir", str(work / "ckpt_empty")]
+        r = _timed_sweep(args, env, work / f"empty_{bench}.log")
+        total["wall_s"] = round(total["wall_s"] + r["wall_s"], 1)
+        total["max_rss_mib"] = max(total["max_rss_mib"], r["max_rss_mib"] or 0.0)
+        total["rc"] = total["rc"] or r["rc"]
+        total[bench] = r
+    total["stages"] = _stages(work / "runs_empty")
+    return total
+
+
+def report(name: str, res: dict) -> None:
+    target = TARGETS_S[name]
+    ok = "meets" if res["wall_s"] <= target else "misses"
+    print(f"\n[{name}] wall {res['wall_s']:.1f} s (target {target:.0f} s, ratio {target / res['wall_s']:.2f}x, {ok}); "
+          f"peak RSS {res['max_rss_mib']} MiB (target {RSS_TARGET_MIB} MiB); exit {res['rc']}")
+    for bench, st in res["stages"].items():
+        print(f"  {bench}: " + ", ".join(f"{k} {v:.1f} s" for k, v in st["timings"].items()))
+        peak = max(st["peak_rss_mb"].values(), default=0.0)
+        print(f"  {bench}: peak RSS over stages {peak:.0f} MiB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", nargs="+", choices=["cached", "empty"], default=["cached", "empty"])
+    ap.add_argument("--work", type=Path, default=None, help="working directory (default: a new temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the working directory")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--update-reference", action="store_true",
+                    help="the cached run writes experiments/results/ (refreshes the committed results and timings)")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="riskrank-sweep-time-"))
+    work.mkdir(parents=True, exist_ok=True)
+    figures = {"cpus": os.cpu_count(), "runs": {}}
+    try:
+        for name in args.runs:
+            before = _loadavg()
+            res = run_cached(work, args.update_reference) if name == "cached" else run_empty(work)
+            res["loadavg_before"], res["loadavg_after"] = before, _loadavg()
+            figures["runs"][name] = res
+            report(name, res)
+            print(f"  load average before {before}, after {res['loadavg_after']}; log under {work}")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    finally:
+        if args.work is None and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
