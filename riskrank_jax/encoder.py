@@ -532,8 +532,8 @@ class Encoder:
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
         """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
 
-        batch_size: sets the tokens per batch, 16 · batch_size (see `tokens_per_batch`). A text's vector does not depend on
-        the other texts or their order (see the module doc).
+        batch_size: sets the tokens per batch, 16 · batch_size (see `tokens_per_batch`). A text's vector does
+        not depend on the other texts or their order (see the module doc).
         progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
         drawn only when stderr is a terminal.
         """
