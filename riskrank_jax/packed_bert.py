@@ -1,0 +1,151 @@
+"""BERT forward pass over packed rows: several texts share one row, each attending only to itself.
+
+A batch is int32 arrays of shape [B, R] (B rows of R tokens): `input_ids`, `position_ids` (each text's
+positions restart at 0) and `segment_ids` (1..S for the texts of a row, in row order; 0 for padding).
+Attention is block-diagonal: a token attends to the keys of its own segment only, so a text's hidden
+states are those of the text run alone (up to float rounding; see riskrank_jax/encoder.py for the
+measured bit-level behaviour). The layer maths is transformers' BertModel (post-LayerNorm, token type 0,
+the activation named by the config, exact-erf GELU for "gelu"); Q, K and V run as one fused matmul.
+
+`pack_params(flax_params, config)` turns FlaxBertModel's parameter tree into the flat, fused form
+`packed_hidden` reads; `pool_segments` gives each segment's pooled vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from riskrank_jax.errors import RiskRankError
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+
+
+@dataclass(frozen=True)
+class BertShape:
+    """The configuration numbers the forward pass needs (hashable, so it can be a static jit argument)."""
+
+    num_layers: int
+    num_heads: int
+    hidden: int
+    layer_norm_eps: float
+    activation: str
+
+    @staticmethod
+    def from_config(config) -> "BertShape":
+        act = str(config.hidden_act)
+        if act not in ACTIVATIONS:
+            raise RiskRankError(f"hidden_act {act!r} is not supported; supported: {list(ACTIVATIONS)}")
+        if config.hidden_size % config.num_attention_heads:
+            raise RiskRankError(
+                f"hidden_size {config.hidden_size} is not a multiple of num_attention_heads "
+                f"{config.num_attention_heads}"
+            )
+        return BertShape(int(config.num_hidden_layers), int(config.num_attention_heads), int(config.hidden_size),
+                         float(config.layer_norm_eps), act)
+
+
+def pack_params(params, shape: BertShape) -> dict:
+    """FlaxBertModel params -> {"emb": {...}, "layers": [{...}] * num_layers} as numpy float32, with the
+    query, key and value kernels concatenated into one [hidden, 3·hidden] kernel ("qkv")."""
+    f32 = partial(np.asarray, dtype=np.float32)
+    e = params["embeddings"]
+    emb = {
+        "word": f32(e["word_embeddings"]["embedding"]),
+        "pos": f32(e["position_embeddings"]["embedding"]),
+        "type0": f32(e["token_type_embeddings"]["embedding"][0]),
+        "ln": (f32(e["LayerNorm"]["scale"]), f32(e["LayerNorm"]["bias"])),
+    }
+    layers = []
+    for i in range(shape.num_layers):
+        lp = params["encoder"]["layer"][str(i)]
+        att = lp["attention"]["self"]
+        layers.append({
+            "qkv": (np.concatenate([f32(att[n]["kernel"]) for n in ("query", "key", "value")], axis=1),
+                    np.concatenate([f32(att[n]["bias"]) for n in ("query", "key", "value")])),
+            "att_out": (f32(lp["attention"]["output"]["dense"]["kernel"]),
+                        f32(lp["attention"]["output"]["dense"]["bias"])),
+            "att_ln": (f32(lp["attention"]["output"]["LayerNorm"]["scale"]),
+                       f32(lp["attention"]["output"]["LayerNorm"]["bias"])),
+            "ffn_in": (f32(lp["intermediate"]["dense"]["kernel"]), f32(lp["intermediate"]["dense"]["bias"])),
+            "ffn_out": (f32(lp["output"]["dense"]["kernel"]), f32(lp["output"]["dense"]["bias"])),
+            "ffn_ln": (f32(lp["output"]["LayerNorm"]["scale"]), f32(lp["output"]["LayerNorm"]["bias"])),
+        })
+    return {"emb": emb, "layers": layers}
+
+
+def _layer_norm(x, scale_bias, eps: float):
+    import jax
+    import jax.numpy as jnp
+
+    scale, bias = scale_bias
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * (scale * jax.lax.rsqrt(var + eps)) + bias
+
+
+def _activation(x, name: str):
+    import jax
+
+    if name == "gelu":
+        return jax.nn.gelu(x, approximate=False)
+    if name == "relu":
+        return jax.nn.relu(x)
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _attention(x, lp, same_segment, shape: BertShape):
+    """x [B, R, H]; same_segment bool [B, R, R] -> context [B, R, H] (before the output dense layer)."""
+    import jax
+    import jax.numpy as jnp
+
+    b, r, h = x.shape
+    nh = shape.num_heads
+    hd = h // nh
+    qkv = x @ lp["qkv"][0] + lp["qkv"][1]  # [B, R, 3H]
+    q, k, v = (qkv[..., i * h : (i + 1) * h].reshape(b, r, nh, hd) for i in range(3))
+    scores = jnp.einsum("bqnd,bknd->bnqk", q / jnp.sqrt(jnp.float32(hd)), k)
+    scores = jnp.where(same_segment[:, None], scores, -jnp.inf)
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    weights = jnp.exp(scores - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0)))
+    # the softmax denominator as a matmul column (a ones column next to V), not a reduction: a reduction's
+    # summation order depends on where the segment sits in the row, the matmul's does not (measured)
+    v1 = jnp.concatenate([v, jnp.ones((b, r, nh, 1), v.dtype)], axis=-1)
+    ctx = jnp.einsum("bnqk,bknd->bqnd", weights, v1)
+    return (ctx[..., :hd] / jnp.maximum(ctx[..., hd:], 1e-30)).reshape(b, r, h)
+
+
+def packed_hidden(p: dict, input_ids, position_ids, segment_ids, shape: BertShape):
+    """Last hidden states float32 [B, R, hidden] of packed rows (see the module doc for the inputs)."""
+    emb = p["emb"]
+    x = emb["word"][input_ids] + emb["type0"] + emb["pos"][position_ids]
+    x = _layer_norm(x, emb["ln"], shape.layer_norm_eps)
+    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
+    for lp in p["layers"]:
+        ctx = _attention(x, lp, same, shape)
+        x = _layer_norm(ctx @ lp["att_out"][0] + lp["att_out"][1] + x, lp["att_ln"], shape.layer_norm_eps)
+        inner = _activation(x @ lp["ffn_in"][0] + lp["ffn_in"][1], shape.activation)
+        x = _layer_norm(inner @ lp["ffn_out"][0] + lp["ffn_out"][1] + x, lp["ffn_ln"], shape.layer_norm_eps)
+    return x
+
+
+def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):
+    """Per-segment pooled vectors float32 [B, S, hidden] (S = num_segments; segment s is row slot s - 1).
+
+    mean: average over the segment's tokens; cls: its first token; max: elementwise max over its tokens.
+    Slots with no segment give zeros (mean, cls) or -1e9 (max); callers drop them.
+    """
+    import jax.numpy as jnp
+
+    slots = jnp.arange(1, num_segments + 1, dtype=segment_ids.dtype)
+    member = segment_ids[:, None, :] == slots[None, :, None]  # [B, S, R]
+    if pooling == "max":
+        return jnp.max(jnp.where(member[..., None], hidden[:, None], -1e9), axis=2)
+    if pooling == "cls":
+        first = member & (jnp.cumsum(member, axis=-1) == 1)
+        return jnp.einsum("bsr,brh->bsh", first.astype(hidden.dtype), hidden)
+    w = member.astype(hidden.dtype)
+    sums = jnp.einsum("bsr,brh->bsh", w, hidden)
+    return sums / jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1e-9)
