@@ -95,11 +95,16 @@ def training_candidates(feats, gold, weight, n_candidates: int):
     return jnp.concatenate([gold, top], axis=-1).astype(jnp.int32)
 
 
-def _loss(params, q_emb, t_emb, feats, cand, n_gold, mask, l2):
-    """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first)."""
+def candidate_features(feats, cand):
+    """x(q, t) of each query's candidates: feats [Q, N, 4], cand int [Q, K] (-1: padding) -> [Q, K, 4]."""
+    return jnp.take_along_axis(feats, jnp.maximum(cand, 0)[..., None], axis=1)
+
+
+def _loss(params, q_emb, t_emb, f, cand, n_gold, mask, l2):
+    """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first);
+    f = ``candidate_features`` (fixed during training, so gathered once, not every step)."""
     valid_c = cand >= 0
     c = jnp.maximum(cand, 0)
-    f = jnp.take_along_axis(feats, c[..., None], axis=1)  # [Q, K, 4]
     tv = (t_emb @ params["V"])[c]  # [Q, K, r]
     logits = params["T"] * (f @ params["w"] + jnp.einsum("qr,qkr->qk", q_emb @ params["U"], tv))
     logp = jax.nn.log_softmax(jnp.where(valid_c, logits, -jnp.inf), axis=-1)
@@ -134,6 +139,7 @@ def _train_one(key, weight, train_mask, held_rows, held_valid, q_emb, t_emb, fea
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
     cand = training_candidates(feats, gold, weight, config.n_candidates)
+    f_cand = candidate_features(feats, cand)
 
     def held(p):
         return _heldout_ndcg(lambda r: correction_scores(p, q_emb[r], t_emb, feats[r]), held_rows, held_valid,
@@ -141,7 +147,7 @@ def _train_one(key, weight, train_mask, held_rows, held_valid, q_emb, t_emb, fea
 
     def step(carry, _):
         p, s = carry
-        upd, s = opt.update(grad(p, q_emb, t_emb, feats, cand, gold.shape[1], train_mask, config.l2), s, p)
+        upd, s = opt.update(grad(p, q_emb, t_emb, f_cand, cand, gold.shape[1], train_mask, config.l2), s, p)
         return (optax.apply_updates(p, upd), s), None
 
     def block(carry, _):
@@ -279,4 +285,4 @@ def rerank_scores(models: RerankModels, q_emb, t_emb, bm25, *, n_seeds: int, tes
 
 __all__ = ["RerankConfig", "RerankModels", "features", "init_params", "correction_scores", "gated_scores",
            "heldout_masks", "train_rerankers", "all_model_scores", "rerank_scores",
-           "training_candidates", "heldout_rows", "plan_memory"]
+           "training_candidates", "candidate_features", "heldout_rows", "plan_memory"]
