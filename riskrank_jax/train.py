@@ -675,16 +675,10 @@ def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, .
     states = _run_epochs(run, states, train_hist, held_hist, start_epoch, config.epochs, store, progress,
                          on_epoch_end)
     final = _gathered(states, run.groups)
-    result = TrainResult(
-        params=jax.tree.map(jnp.asarray, final["best_params"]),
-        model_index=index,
-        heldout_loss=held_hist,
-        train_loss=train_hist,
-        best_epoch=np.asarray(final["best_epoch"]).astype(np.int32),
-        config=config,
-        data_hash=data_hash,
-        run_config=run_config,
-    )
+    result = TrainResult(params=jax.tree.map(jnp.asarray, final["best_params"]), model_index=index,
+                         heldout_loss=held_hist, train_loss=train_hist,
+                         best_epoch=np.asarray(final["best_epoch"]).astype(np.int32), config=config,
+                         data_hash=data_hash, run_config=run_config)
     if store is not None:
         store.complete()
         result.run_config = {**run_config, "checkpoint_dir": str(store.directory)}
