@@ -16,7 +16,8 @@ of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on th
 (ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
 (γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
 
-Every (seed, fold) model trains in one jitted, vmapped program.
+Every (seed, fold) model trains in one jitted, vmapped program, run over groups of models sized by bytes
+(``memory_budget``); the held-out NDCG@5 scores only the held-out queries, in blocks sized by bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.hybrid import choose_weight, zscore
+from riskrank_jax.model_groups import plan_groups
+from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.scoring import top_order
 
 N_FEATURES = 4
@@ -92,11 +95,16 @@ def training_candidates(feats, gold, weight, n_candidates: int):
     return jnp.concatenate([gold, top], axis=-1).astype(jnp.int32)
 
 
-def _loss(params, q_emb, t_emb, feats, cand, n_gold, mask, l2):
-    """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first)."""
+def candidate_features(feats, cand):
+    """x(q, t) of each query's candidates: feats [Q, N, 4], cand int [Q, K] (-1: padding) -> [Q, K, 4]."""
+    return jnp.take_along_axis(feats, jnp.maximum(cand, 0)[..., None], axis=1)
+
+
+def _loss(params, q_emb, t_emb, f, cand, n_gold, mask, l2):
+    """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first);
+    f = ``candidate_features`` (fixed during training, so gathered once, not every step)."""
     valid_c = cand >= 0
     c = jnp.maximum(cand, 0)
-    f = jnp.take_along_axis(feats, c[..., None], axis=1)  # [Q, K, 4]
     tv = (t_emb @ params["V"])[c]  # [Q, K, r]
     logits = params["T"] * (f @ params["w"] + jnp.einsum("qr,qkr->qk", q_emb @ params["U"], tv))
     logp = jax.nn.log_softmax(jnp.where(valid_c, logits, -jnp.inf), axis=-1)
@@ -105,37 +113,58 @@ def _loss(params, q_emb, t_emb, feats, cand, n_gold, mask, l2):
     return -(jnp.where(valid, logp[:, :n_gold], 0.0)).sum() / jnp.maximum(valid.sum(), 1) + reg
 
 
-def _heldout_ndcg(scores, gold, mask):
-    per_q = metrics.ndcg_at_k(top_order(scores, 5), gold, k=5)
-    return (per_q * mask).sum() / jnp.maximum(mask.sum(), 1)
+def _rows_ndcg(score_fn, rows, gold, q_chunk: int):
+    """NDCG@5 [H] of the queries ``rows`` (int [H]) under ``score_fn(rows_block)`` -> [C, N] scores, ``q_chunk``
+    queries per ``lax.map`` step (so the working set is one [C, N] block; the last block padded)."""
+    h = rows.shape[0]
+    n_blocks = -(-h // q_chunk)
+    blocks = jnp.pad(rows, (0, n_blocks * q_chunk - h)).reshape(n_blocks, q_chunk)
+    per_q = jax.lax.map(lambda r: metrics.ndcg_at_k(top_order(score_fn(r), 5), gold[r], k=5), blocks)
+    return per_q.reshape(-1)[:h]
 
 
-def _train_one(key, weight, train_mask, held_mask, q_emb, t_emb, feats, gold, *, config: RerankConfig):
-    """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate)."""
+def _heldout_ndcg(score_fn, rows, valid, gold, q_chunk: int):
+    """Mean NDCG@5 over a model's held-out queries: ``rows`` int [H] padded, ``valid`` bool [H]."""
+    per_q = _rows_ndcg(score_fn, rows, gold, q_chunk)
+    return (per_q * valid).sum() / jnp.maximum(valid.sum(), 1)
+
+
+def _train_one(key, weight, train_mask, held_rows, held_valid, q_emb, t_emb, feats, gold, *, config: RerankConfig,
+               q_chunk: int):
+    """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate).
+
+    The held-out NDCG@5 is computed on the held-out queries only (``held_rows``, ``held_valid``: see
+    ``heldout_rows``), ``q_chunk`` of them at a time."""
     params = init_params(key, q_emb.shape[1], weight, config.rank)
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
     cand = training_candidates(feats, gold, weight, config.n_candidates)
+    f_cand = candidate_features(feats, cand)
+
+    def held(p):
+        return _heldout_ndcg(lambda r: correction_scores(p, q_emb[r], t_emb, feats[r]), held_rows, held_valid,
+                             gold, q_chunk)
 
     def step(carry, _):
         p, s = carry
-        upd, s = opt.update(grad(p, q_emb, t_emb, feats, cand, gold.shape[1], train_mask, config.l2), s, p)
+        upd, s = opt.update(grad(p, q_emb, t_emb, f_cand, cand, gold.shape[1], train_mask, config.l2), s, p)
         return (optax.apply_updates(p, upd), s), None
 
     def block(carry, _):
         p, s, best_p, best = carry
         (p, s), _ = jax.lax.scan(step, (p, s), None, length=config.eval_every)
-        h = _heldout_ndcg(correction_scores(p, q_emb, t_emb, feats), gold, held_mask)
+        h = held(p)
         better = h > best
         best_p = jax.tree.map(lambda a, b: jnp.where(better, a, b), p, best_p)
         return (p, s, best_p, jnp.where(better, h, best)), h
 
-    start = _heldout_ndcg(correction_scores(params, q_emb, t_emb, feats), gold, held_mask)
     n_blocks = max(1, config.steps // config.eval_every)
-    (_, _, best_p, best), _ = jax.lax.scan(block, (params, opt.init(params), params, start), None, length=n_blocks)
+    (_, _, best_p, best), _ = jax.lax.scan(block, (params, opt.init(params), params, held(params)), None,
+                                           length=n_blocks)
     gates = jnp.asarray(config.gates, jnp.float32)
-    per_gate = jax.vmap(lambda g: _heldout_ndcg(gated_scores(best_p, weight, g, q_emb, t_emb, feats),
-                                                gold, held_mask))(gates)
+    per_gate = jax.vmap(lambda g: _heldout_ndcg(
+        lambda r: gated_scores(best_p, weight, g, q_emb[r], t_emb, feats[r]), held_rows, held_valid, gold,
+        q_chunk))(gates)
     # first maximum = the smallest γ among ties (gates ascending): never worse than γ = 0 on held-out
     gate = gates[jnp.argmax(per_gate >= per_gate.max() - 1e-7)]
     return best_p, best, gate, per_gate
@@ -170,14 +199,45 @@ def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndar
     return np.stack(train), np.stack(held)
 
 
+def heldout_rows(held_mask) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's held-out query ids, padded to the widest: (rows int32 [M, H], valid bool [M, H])."""
+    held_mask = np.asarray(held_mask, bool)
+    width = max(1, int(held_mask.sum(1).max()))
+    rows = np.zeros((held_mask.shape[0], width), np.int32)
+    valid = np.zeros(rows.shape, bool)
+    for m, mask in enumerate(held_mask):
+        idx = np.flatnonzero(mask)
+        rows[m, :idx.size], valid[m, :idx.size] = idx, True
+    return rows, valid
+
+
+def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int, config: RerankConfig,
+                budget: int) -> tuple[int, int]:
+    """(bytes per model, held-out queries per scoring block) of ``train_rerankers``.
+
+    A model's training intermediates: one step's [Q, K] candidate block (gathered features, the low-rank tool
+    factors and their gradients, logits), the first stage's [Q, N] candidate search, the [N, r] / [Q, r]
+    factors and gradients, and one held-out scoring block of C queries x N tools for every gate. C is every
+    held-out query unless one model would then exceed ``budget`` (halved until it fits, or 1)."""
+    k = n_gold + min(config.n_candidates, n_tools)
+    fixed = n_queries * k * (40 + 12 * config.rank) + 20 * n_queries * n_tools \
+        + 12 * config.rank * (n_tools + n_queries + 2 * dim)
+    per_row = 40 * n_tools * len(config.gates)
+    chunk = max(1, n_held)
+    while chunk > 1 and fixed + chunk * per_row > budget:
+        chunk = (chunk + 1) // 2
+    return fixed + chunk * per_row, chunk
+
+
 def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankConfig = RerankConfig(), *,
-                    fold_weight=None) -> RerankModels:
-    """Every (seed, fold) reranker in one jitted, vmapped program.
+                    fold_weight=None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RerankModels:
+    """Every (seed, fold) reranker: one jitted, vmapped program run over equal groups of models sized by bytes.
 
     Args:
       q_emb [Q, d], t_emb [N, d]: training queries and tools; bm25 [Q, N]: BM25 of the training queries;
       gold int [Q, G] padded with -1; fold_mask bool [F, Q]: the training queries of fold f; seeds: S ints.
       fold_weight: [F] hybrid weight of each fold (None: chosen here on each fold's training queries).
+      memory_budget: bytes of training intermediates (``plan_memory``); does not change results.
     """
     q_emb, t_emb = jnp.asarray(q_emb, jnp.float32), jnp.asarray(t_emb, jnp.float32)
     feats = features(q_emb, t_emb, bm25)
@@ -187,13 +247,22 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
                        for m in np.asarray(fold_mask, bool)]
     fold_weight = np.asarray(fold_weight, np.float32)
     train_mask, held_mask = heldout_masks(fold_mask, seeds, config.holdout)
+    rows, valid = heldout_rows(held_mask)
     n_folds = fold_mask.shape[0]
     weights = np.tile(fold_weight, len(seeds))
     keys = jnp.stack([jax.random.fold_in(jax.random.key(int(s)), f) for s in seeds for f in range(n_folds)])
-    program = jax.jit(jax.vmap(lambda k, w, tm, hm: _train_one(k, w, tm, hm, q_emb, t_emb, feats,
-                                                               jnp.asarray(gold), config=config)))
-    params, _, gate, per_gate = program(keys, jnp.asarray(weights), jnp.asarray(train_mask), jnp.asarray(held_mask))
-    return RerankModels(params, weights, np.asarray(gate), np.asarray(per_gate), held_mask, config)
+    per_model, q_chunk = plan_memory(q_emb.shape[0], t_emb.shape[0], np.asarray(gold).shape[1], rows.shape[1],
+                                     q_emb.shape[1], config, memory_budget)
+    gold_j = jnp.asarray(gold)
+    program = jax.jit(jax.vmap(lambda k, w, tm, hr, hv: _train_one(k, w, tm, hr, hv, q_emb, t_emb, feats, gold_j,
+                                                                   config=config, q_chunk=q_chunk)))
+    outs = []
+    for ix, n in plan_groups(len(weights), per_model, memory_budget):
+        out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(train_mask[ix]), jnp.asarray(rows[ix]),
+                      jnp.asarray(valid[ix]))
+        outs.append(jax.tree.map(lambda x: np.asarray(x)[:n], out))  # noqa: B023
+    params, _, gate, per_gate = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+    return RerankModels(jax.tree.map(jnp.asarray, params), weights, gate, per_gate, held_mask, config)
 
 
 def all_model_scores(models: RerankModels, q_emb, t_emb, bm25):
@@ -216,4 +285,4 @@ def rerank_scores(models: RerankModels, q_emb, t_emb, bm25, *, n_seeds: int, tes
 
 __all__ = ["RerankConfig", "RerankModels", "features", "init_params", "correction_scores", "gated_scores",
            "heldout_masks", "train_rerankers", "all_model_scores", "rerank_scores",
-           "training_candidates"]
+           "training_candidates", "candidate_features", "heldout_rows", "plan_memory"]

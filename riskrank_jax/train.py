@@ -30,7 +30,9 @@ live in one fixed-size array of Q·G·n_neg slots with a role per slot (invalid 
 Each epoch a model sorts its own shuffled train slots to the front; the scan runs
 ceil(max_m n_train / batch) steps, the last partial batch is masked, and a step with no valid row
 leaves parameters and optimiser state untouched (``jnp.where``), so a model's result is the same as
-when it trains alone. The model axis can be sharded over all local devices (1-D mesh).
+when it trains alone. The model axis runs in equal groups sized by a byte estimate of each model's
+intermediates (``model_bytes``, ``memory_budget``); each group's axis can be sharded over all local devices
+(1-D mesh). Groups share the run's static shapes, so a model's result does not depend on its group.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ import optax
 from riskrank_jax import checkpoints as ckpt
 from riskrank_jax import model as rr_model
 from riskrank_jax.minibatch import minibatch_epochs
+from riskrank_jax.model_groups import plan_groups
+from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.errors import CacheError
 from riskrank_jax.scoring import level_to_score, penalise
 from riskrank_jax.progress import progress_bar
@@ -495,106 +499,127 @@ def _model_counts(index, n_gold, fold_mask, config: TrainConfig):
     return n_valid, n_hold, steps, n_hold_max
 
 
-def _model_axis(n_models: int):
-    """The model axis padded to a multiple of the device count and sharded over a 1-D mesh.
+def model_bytes(config: TrainConfig, dim: int, n_slots: int, n_hold_max: int) -> int:
+    """Estimated bytes of one model's training intermediates (what grows with the models of a group).
 
-    Returns (pad_ix int [M_pad]: the model each padded slot repeats, put_m: place a tree split along the
-    model axis, put_r: place a tree replicated on every device)."""
+    The held-out loss's ``n_hold_max`` rows and one minibatch step's rows (forward and backward): gathered
+    query / positive / negative embeddings, the relevance inputs and hidden activations of both heads; the
+    ``n_slots`` triplet slots with their random bits, sort keys and permutations; the parameters with their
+    best copy, Adam moments, gradients and updates. XLA's own count (``memory_analysis``) is about 2/3 of it
+    on UltraTool.
+    """
+    in_w = rr_model.rel_input_dim(dim, config.rel_features)
+    h = config.hidden
+    rows = n_hold_max + 3 * config.batch_size
+    per_row = 4 * (3 * dim + 2 * (dim + in_w + 3 * h))
+    n_params = (in_w + dim) * h + 4 * h + 2
+    return rows * per_row + 48 * n_slots + 8 * 4 * n_params
+
+
+def _placement():
+    """(put_m, put_r): place a tree split along the model axis over a 1-D mesh of all local devices, or
+    replicated on every device (plain ``device_put`` with one device)."""
     devices = jax.devices()
-    n_dev = len(devices)
-    n_pad = -(-n_models // n_dev) * n_dev
-    pad_ix = np.concatenate([np.arange(n_models), np.zeros(n_pad - n_models, np.int64)])
-    if n_dev > 1:
-        mesh = jax.sharding.Mesh(np.array(devices), ("m",))
-        per_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("m"))
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    if len(devices) == 1:
+        return jax.device_put, jax.device_put
+    mesh = jax.sharding.Mesh(np.array(devices), ("m",))
+    per_model = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("m"))
+    replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    return (lambda tree: jax.device_put(tree, per_model)), (lambda tree: jax.device_put(tree, replicated))
 
-        def put_m(tree):
-            return jax.device_put(tree, per_model)
 
-        def put_r(tree):
-            return jax.device_put(tree, replicated)
-    else:
-        put_m = put_r = jax.device_put
-    return pad_ix, put_m, put_r
+@dataclass
+class _Group:
+    """Models ``ix`` (int [G], padded by repeating the last) of a run, the first ``n`` real, on device."""
+
+    ix: np.ndarray
+    n: int
+    seed: jax.Array  # int32 [G]
+    fold: jax.Array  # int32 [G]
+    lam: jax.Array  # float32 [G]
+    data: dict  # triplet slots per model (see _build_triplets), without "n_valid"
 
 
 @dataclass
 class _Run:
-    """One run's device-side inputs and programs; model axis padded (``pad_ix``), first ``n_models`` real."""
+    """One run's device-side inputs and programs; the model axis split into equal groups sized by bytes."""
 
     n_models: int
-    pad_ix: np.ndarray
+    groups: list
     put_m: Callable
-    seed: jax.Array  # int32 [M_pad]
-    fold: jax.Array  # int32 [M_pad]
-    lam: jax.Array  # float32 [M_pad]
-    data: dict  # triplet slots per model (see _build_triplets), without "n_valid"
     emb: dict  # tool_emb, query_emb, risk target (replicated)
-    template: dict  # freshly initialised state (params, Adam state, best-so-far)
+    init_fn: Callable
     epoch_fn: Callable
 
 
-def _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config: TrainConfig) -> _Run:
-    """Everything the epochs read: shared inputs, triplets built on device, initial state."""
+def _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config: TrainConfig,
+                 memory_budget: int) -> _Run:
+    """Everything the epochs read: shared inputs and, per group of models, triplets built on device.
+
+    Static shapes (steps per epoch, held-out width) come from all models of the run, so each model's
+    arithmetic is the same whatever group it lands in, and one compilation serves every group."""
     n_models, dim = len(index), tool_emb.shape[1]
     shared, n_gold = _shared_for_run(gold_in, fold_mask, query_emb, tool_emb, config)
-    emb = {
-        "tool_emb": tool_emb,
-        "query_emb": query_emb,
-        "target": level_to_score(risk),
-    }
     n_valid, n_hold, steps, n_hold_max = _model_counts(index, n_gold, fold_mask, config)
-    pad_ix, put_m, put_r = _model_axis(n_models)
-    m_seed = put_m(np.array([index[i]["seed"] for i in pad_ix], np.int32))
-    m_fold = put_m(np.array([index[i]["fold"] for i in pad_ix], np.int32))
-    m_lam = put_m(np.array([index[i].get("lam", 0.0) for i in pad_ix], np.float32))
+    put_m, put_r = _placement()
     shared = put_r(shared)
-    emb = put_r({**emb})
-
+    emb = put_r({"tool_emb": tool_emb, "query_emb": query_emb, "target": level_to_score(risk)})
     build, init, epoch_fn = _programs(config, steps, n_hold_max, dim)
-    data = build(m_seed, m_fold, put_m(n_hold[pad_ix]), shared)
-    got_valid = np.asarray(data["n_valid"])[:n_models]
-    assert np.array_equal(got_valid, n_valid), (got_valid, n_valid)
-    data = {k: v for k, v in data.items() if k != "n_valid"}
-    template = init(m_seed, m_fold)
-    return _Run(n_models, pad_ix, put_m, m_seed, m_fold, m_lam, data, emb, template, epoch_fn)
+    per_model = model_bytes(config, dim, config.n_neg * gold_in.shape[0] * gold_in.shape[1], n_hold_max)
+    groups = []
+    for ix, n in plan_groups(n_models, per_model, memory_budget, jax.device_count()):
+        seed = put_m(np.array([index[i]["seed"] for i in ix], np.int32))
+        fold = put_m(np.array([index[i]["fold"] for i in ix], np.int32))
+        lam = put_m(np.array([index[i].get("lam", 0.0) for i in ix], np.float32))
+        data = build(seed, fold, put_m(n_hold[ix]), shared)
+        got_valid = np.asarray(data["n_valid"])[:n]
+        assert np.array_equal(got_valid, n_valid[ix[:n]]), (got_valid, n_valid[ix[:n]])
+        groups.append(_Group(ix, n, seed, fold, lam, {k: v for k, v in data.items() if k != "n_valid"}))
+    return _Run(n_models, groups, put_m, emb, init, epoch_fn)
 
 
 def _initial_state(run: _Run, saved: dict | None, epochs: int):
-    """(state, train_hist, held_hist): fresh (NaN curves [M, epochs]) or the checkpoint's, placed on device."""
+    """(states, one per group, train_hist, held_hist): fresh (NaN curves [M, epochs]) or the checkpoint's."""
     train_hist = np.full((run.n_models, epochs), np.nan, np.float32)
     held_hist = np.full((run.n_models, epochs), np.nan, np.float32)
     if saved is None:
-        return run.template, train_hist, held_hist
+        return [run.init_fn(g.seed, g.fold) for g in run.groups], train_hist, held_hist
+    like = jax.eval_shape(run.init_fn, run.groups[0].seed, run.groups[0].fold)["opt_state"]
     state = {
         "params": saved["params"],
-        "opt_state": _unflat(saved["opt_state"], run.template["opt_state"]),
+        "opt_state": _unflat(saved["opt_state"], like),
         "best_params": saved["best_params"],
         "best_loss": saved["best_loss"],
         "best_epoch": saved["best_epoch"],
     }
-    state = run.put_m(jax.tree.map(lambda x: np.asarray(x)[run.pad_ix], state))
-    return state, np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
+    states = [run.put_m(jax.tree.map(lambda x: np.asarray(x)[g.ix], state)) for g in run.groups]  # noqa: B023
+    return states, np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
 
 
-def _run_epochs(run: _Run, state, train_hist, held_hist, start_epoch: int, epochs: int, store, progress: bool,
-                on_epoch_end):
-    """Epochs start_epoch..epochs-1: fill the curves in place, checkpoint each epoch; returns the final state."""
-    n_models = run.n_models
-    bar = progress_bar(range(start_epoch, epochs), enabled=progress, desc=f"train {n_models} models",
+def _gathered(states: list, groups: list):
+    """The groups' states as one host tree over the run's models (padding rows dropped)."""
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x)[:g.n] for x, g in zip(xs, groups)]), *states)
+
+
+def _run_epochs(run: _Run, states: list, train_hist, held_hist, start_epoch: int, epochs: int, store,
+                progress: bool, on_epoch_end):
+    """Epochs start_epoch..epochs-1, each over every group in turn: fill the curves in place, checkpoint each
+    epoch; returns the final states."""
+    bar = progress_bar(range(start_epoch, epochs), enabled=progress, desc=f"train {run.n_models} models",
                        initial=start_epoch, total=epochs, unit="epoch")
     for e in bar:
-        state, tl, hl = run.epoch_fn(state, run.data, run.seed, run.fold, run.lam, jnp.asarray(e, jnp.int32), run.emb)
-        train_hist[:, e] = np.asarray(tl)[:n_models]
-        held_hist[:, e] = np.asarray(hl)[:n_models]
+        for i, g in enumerate(run.groups):
+            states[i], tl, hl = run.epoch_fn(states[i], g.data, g.seed, g.fold, g.lam, jnp.asarray(e, jnp.int32),
+                                             run.emb)
+            train_hist[g.ix[:g.n], e] = np.asarray(tl)[:g.n]
+            held_hist[g.ix[:g.n], e] = np.asarray(hl)[:g.n]
         if progress:
             bar.set_postfix(train=f"{np.mean(train_hist[:, e]):.4f}", heldout=f"{np.nanmean(held_hist[:, e]):.4f}")
         if store is not None:
-            store.save_epoch(e + 1, _host_state(state, n_models, train_hist, held_hist, e + 1))
+            store.save_epoch(e + 1, _host_state(_gathered(states, run.groups), train_hist, held_hist, e + 1))
         if on_epoch_end is not None:
             on_epoch_end(e + 1, train_hist[:, e].copy(), held_hist[:, e].copy())
-    return state
+    return states
 
 
 # ----------------------------------------------------------------------------------------------
@@ -604,7 +629,7 @@ def _run_epochs(run: _Run, state, train_hist, held_hist, start_epoch: int, epoch
 def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, ...],
                  config: TrainConfig = TrainConfig(), *, folds: tuple[int, ...] | None = None, checkpoint_dir=None,
                  run_meta: dict | None = None, progress: bool = True, on_epoch_end=None,
-                 data_id: str | None = None) -> TrainResult:
+                 data_id: str | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> TrainResult:
     """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
 
     Args:
@@ -629,6 +654,8 @@ def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, .
       data_id: identity of the training data recorded in run.json and compared on resume (e.g. a hash of
         the texts, labels, splits and the encoder id). Default: a hash of the arrays' bytes, which changes
         when re-encoding moves an embedding by one ulp; pass a data_id to make a checkpoint survive that.
+      memory_budget: bytes allowed for the training intermediates: the models train in equal groups of as
+        many as ``model_bytes`` says fit (one vmapped call per group and epoch). Does not change results.
 
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
@@ -641,21 +668,17 @@ def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, .
     store, saved, start_epoch, finished = _open_checkpoint(checkpoint_dir, run_config, data_hash, config)
     if finished is not None:
         return finished
-    run = _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config)
-    state, train_hist, held_hist = _initial_state(run, saved, config.epochs)
+    run = _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config, memory_budget)
+    states, train_hist, held_hist = _initial_state(run, saved, config.epochs)
     if store is not None:
         store.begin()
-    state = _run_epochs(run, state, train_hist, held_hist, start_epoch, config.epochs, store, progress, on_epoch_end)
-    result = TrainResult(
-        params=jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:run.n_models]), state["best_params"]),
-        model_index=index,
-        heldout_loss=held_hist,
-        train_loss=train_hist,
-        best_epoch=np.asarray(state["best_epoch"])[:run.n_models].astype(np.int32),
-        config=config,
-        data_hash=data_hash,
-        run_config=run_config,
-    )
+    states = _run_epochs(run, states, train_hist, held_hist, start_epoch, config.epochs, store, progress,
+                         on_epoch_end)
+    final = _gathered(states, run.groups)
+    result = TrainResult(params=jax.tree.map(jnp.asarray, final["best_params"]), model_index=index,
+                         heldout_loss=held_hist, train_loss=train_hist,
+                         best_epoch=np.asarray(final["best_epoch"]).astype(np.int32), config=config,
+                         data_hash=data_hash, run_config=run_config)
     if store is not None:
         store.complete()
         result.run_config = {**run_config, "checkpoint_dir": str(store.directory)}
@@ -676,9 +699,8 @@ def result_from_state(state: dict, run_config: dict, data_hash: str, checkpoint_
     )
 
 
-def _host_state(state, n_models, train_hist, held_hist, epochs_done) -> dict:
-    """The device state, unpadded, as numpy (device-count independent checkpoints)."""
-    host = jax.tree.map(lambda x: np.asarray(x)[:n_models], state)
+def _host_state(host, train_hist, held_hist, epochs_done) -> dict:
+    """What a checkpoint saves: the run's state (host numpy over its models, see ``_gathered``) and curves."""
     return {
         "params": host["params"],
         "opt_state": _flat(host["opt_state"]),
@@ -788,4 +810,4 @@ def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadCon
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
-           "abstract_state", "result_from_state", "load_trained", "RiskHeadConfig", "train_risk_heads"]
+           "abstract_state", "result_from_state", "load_trained", "RiskHeadConfig", "train_risk_heads", "model_bytes"]

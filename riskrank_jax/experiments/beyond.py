@@ -16,6 +16,7 @@ import numpy as np
 from riskrank_jax import metrics, rerank, retrievers
 from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
 from riskrank_jax.hybrid import choose_weight, fuse
+from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.scoring import rank_order
 
 BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
@@ -44,10 +45,13 @@ def fit_first_stages(bench, emb) -> FirstStages:
     return FirstStages(weights, bm25["named"], dense["named"])
 
 
-def fit_rerankers(bench, emb, fs: FirstStages, seeds, config: rerank.RerankConfig) -> rerank.RerankModels:
-    """The correction reranker of every seed x fold over the named tool texts."""
+def fit_rerankers(bench, emb, fs: FirstStages, seeds, config: rerank.RerankConfig, *,
+                  memory_budget: int = DEFAULT_MEMORY_BUDGET) -> rerank.RerankModels:
+    """The correction reranker of every seed x fold over the named tool texts (``memory_budget``: bytes of its
+    training intermediates)."""
     return rerank.train_rerankers(emb["train"], emb["tools_named"], fs.train_bm25_named, bench.train.gold,
-                                  bench.train_fold_mask, seeds, config, fold_weight=fs.weights["named"])
+                                  bench.train_fold_mask, seeds, config, fold_weight=fs.weights["named"],
+                                  memory_budget=memory_budget)
 
 
 def rerank_summary(models: rerank.RerankModels) -> dict:

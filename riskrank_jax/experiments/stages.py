@@ -69,8 +69,10 @@ def embed_all(bench, encoder, cache, *, named: bool = False) -> dict[str, np.nda
     return out
 
 
-def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_root: Path, *, progress=True):
-    """Train (or reuse the checkpoint of) every seed x fold model of one run under <ckpt_root>/<bench>/."""
+def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_root: Path, *, progress=True,
+              memory_budget: int | None = None):
+    """Train (or reuse the checkpoint of) every seed x fold model of one run under <ckpt_root>/<bench>/
+    (``memory_budget``: bytes of training intermediates, see ``train_models``; None: its default)."""
     meta = {"benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id, "variant": name,
             "seeds": list(seeds), "folds": bench.n_folds, "data": bench.fingerprint()}
     run_dir = Path(ckpt_root) / bench.name / f"{name}-{short_hash([meta, dataclasses.asdict(train_cfg)])}"
@@ -78,7 +80,7 @@ def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_roo
     data_id = short_hash([bench.fingerprint(), encoder_id])
     return train_models(emb["tools"], emb["train"], bench.train.gold, bench.tools.risk, bench.train_fold_mask,
                         tuple(seeds), train_cfg, checkpoint_dir=run_dir, run_meta=meta, progress=progress,
-                        data_id=data_id)
+                        data_id=data_id, **({} if memory_budget is None else {"memory_budget": memory_budget}))
 
 
 def training_summary(res) -> dict:

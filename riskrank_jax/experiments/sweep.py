@@ -98,13 +98,13 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
         run_cfg = run.make(cfg.epochs, tuple(cfg.lambdas), bench.tools.size)
         if isinstance(run_cfg, RerankConfig):
             runs[name] = log.run(f"train {run.label}", beyond.fit_rerankers, bench, emb, runs["first_stages"],
-                                 cfg.seeds, run_cfg)
+                                 cfg.seeds, run_cfg, memory_budget=cfg.memory_budget)
         elif isinstance(run_cfg, RiskHeadConfig):
             runs[name] = log.run(f"train {run.label}", risk_only_scores, emb["tools"], bench.tools.risk, cfg.seeds,
                                  run_cfg)
         else:
             runs[name] = log.run(f"train {run.label}", train_run, bench, emb, cfg.seeds, run_cfg, name, encoder_id,
-                                 ckpt_root)
+                                 ckpt_root, memory_budget=cfg.memory_budget)
     return runs
 
 
