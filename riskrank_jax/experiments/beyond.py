@@ -3,7 +3,8 @@ budget) that the sweep runs next to the paper's.
 
     fs = fit_first_stages(bench, emb)                 # {"description": w [F], "named": w [F]}, train BM25
     models = fit_rerankers(bench, emb, fs, seeds)     # RerankModels (every seed x fold)
-    section = risk_budget_section(...)                # results.json "risk_budget" for one split
+    pq = budget_per_query(ev, chosen, family, ...)    # per-query test metrics at each budget's λ
+    section = risk_budget_section(chosen, pq)         # results.json "risk_budget" for one split
 """
 
 from __future__ import annotations
@@ -86,27 +87,35 @@ def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
     return {b: (np.asarray(l), np.asarray(h)) for b, (l, h) in out.items()}
 
 
-def risk_budget_section(ev, chosen: dict, family: str, risk, fold, n_seeds: int, n_folds: int) -> dict:
-    """Test metrics at the λ chosen for each budget: {B: {lambda, heldout_rvr@5, rvr@5, ndcg@5, calibration}}.
+def budget_per_query(ev, chosen: dict, family: str, risk, n_seeds: int, n_folds: int) -> dict:
+    """Per-query test metrics at the λ chosen for each budget: {B: {"rvr@5", "ndcg@5": [S, Q]}}.
 
-    ev: the split's SplitEvaluation (its hybrid / reranked relevance); chosen: ``choose_budget_lambdas``;
+    ev: a SplitEvaluation (its hybrid / reranked relevance, its queries' folds); chosen: ``choose_budget_lambdas``;
     risk: [S, N] risk-only head predictions; each test query uses the λ of its own (seed, fold) model."""
     rel = ev.hybrid("named")[None] if family == "hybrid" else ev.reranked("named")  # [S|1, Q, N]
-    m_of = np.arange(n_seeds)[:, None] * n_folds + np.asarray(fold)[None, :]  # [S, Q]
+    m_of = np.arange(n_seeds)[:, None] * n_folds + np.asarray(ev.x.fold)[None, :]  # [S, Q]
     out = {}
-    for b, (lams, held_rvr) in chosen.items():
+    for b, (lams, _) in chosen.items():
         lam_q = jnp.asarray(lams[m_of], jnp.float32)[..., None]  # [S, Q, 1]
         ranking = rank_order(rel - lam_q * jnp.asarray(risk)[:, None, :])
         pq = metrics.compute_all(ranking, jnp.asarray(ev.x.gold), jnp.asarray(ev.x.risk_levels), k=ev.s.k)
-        summary = metrics.summarize({m: np.asarray(pq[m]).mean(-1) for m in ("rvr@5", "ndcg@5")})
+        out[b] = {m: np.asarray(pq[m]) for m in ("rvr@5", "ndcg@5")}
+    return out
+
+
+def risk_budget_section(chosen: dict, per_query: dict) -> dict:
+    """Test metrics at the λ chosen for each budget: {B: {lambda, heldout_rvr@5, rvr@5, ndcg@5, calibration}}.
+
+    chosen: ``choose_budget_lambdas``; per_query: ``budget_per_query`` over the split's queries."""
+    out = {}
+    for b, (lams, held_rvr) in chosen.items():
+        summary = metrics.summarize({m: x.mean(-1) for m, x in per_query[b].items()})
         out[str(b)] = {"budget": b, "lambda_mean": round(float(lams.mean()), 3),
                        "lambda_per_model": [round(float(x), 2) for x in lams],
                        "heldout_rvr@5": round(float(held_rvr.mean()), 4), **summary,
                        "calibration_error": round(summary["rvr@5"]["mean"] - float(held_rvr.mean()), 4),
                        "within_budget": bool(summary["rvr@5"]["mean"] <= b)}
     return out
-
-
 
 
 FIRST_STAGES = ("bm25", "dense", "hybrid", "hybrid_named")
@@ -134,5 +143,6 @@ def recommendation(main: dict, families: dict) -> str | None:
             f"(the highest NDCG@5 among the risk-aware variants that expose no more risky tools than dense).")
 
 
-__all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "risk_budget_section",
+__all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "budget_per_query",
+           "risk_budget_section",
            "BUDGET_FAMILIES", "recommendation", "rerank_summary"]

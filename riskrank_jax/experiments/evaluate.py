@@ -24,7 +24,7 @@ from riskrank_jax import pipeline as P
 from riskrank_jax import rerank, retrievers
 from riskrank_jax.graph import with_edge_types
 from riskrank_jax.hybrid import fuse
-from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
@@ -50,6 +50,7 @@ class SplitInputs:
     tool_texts: tuple[str, ...]
     named_t_emb: np.ndarray | None = None
     named_tool_texts: tuple[str, ...] | None = None
+    first: dict | None = None  # {("dense" | "bm25", tool text): [Q, N]} computed once (``with_first_stages``)
 
     def tools(self, text: str):
         """(embeddings, texts) of the tools for a variant's ``tool_text``."""
@@ -82,6 +83,8 @@ class SplitEvaluation:
     # ------------------------------------------------------------------------------------ first stages
     def dense(self, text: str = "description"):
         """Cosine [Q, N]."""
+        if self.x.first and ("dense", text) in self.x.first:
+            return self._cached(("dense", text), lambda: jnp.asarray(self.x.first["dense", text]))
         return self._cached(("dense", text), lambda: retrievers.dense_scores(
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
@@ -89,6 +92,8 @@ class SplitEvaluation:
         return self._cached("dense_rank", lambda: rank_order(self.dense()))
 
     def bm25(self, text: str = "description"):
+        if self.x.first and ("bm25", text) in self.x.first:
+            return self._cached(("bm25", text), lambda: jnp.asarray(self.x.first["bm25", text]))
         return self._cached(("bm25", text), lambda: jnp.asarray(
             retrievers.bm25_scores(list(self.x.tools(text)[1]), list(self.x.query_texts))))
 
@@ -250,6 +255,79 @@ class SplitEvaluation:
             del self._memo[key]
 
 
+# ---------------------------------------------------------------------------------------------- query chunks
+
+
+def with_first_stages(x: SplitInputs, texts=("description", "named")) -> SplitInputs:
+    """``x`` with the dense cosine and BM25 scores [Q, N] of each tool text computed once for the whole split
+    (query chunks slice them instead of rebuilding a BM25 index each)."""
+    first = {}
+    for text in texts:
+        t_emb, t_texts = x.tools(text)
+        if t_emb is None or t_texts is None:
+            continue
+        first["dense", text] = np.asarray(retrievers.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
+        first["bm25", text] = retrievers.bm25_scores(list(t_texts), list(x.query_texts))
+    return dataclasses.replace(x, first=first)
+
+
+def take_queries(x: SplitInputs, idx) -> SplitInputs:
+    """The split restricted to queries ``idx`` (int [q]), tools unchanged."""
+    idx = np.asarray(idx)
+    first = {k: a[idx] for k, a in x.first.items()} if x.first else None
+    return dataclasses.replace(x, q_emb=x.q_emb[idx], fold=np.asarray(x.fold)[idx], gold=np.asarray(x.gold)[idx],
+                               query_texts=tuple(x.query_texts[i] for i in idx), first=first)
+
+
+def rows_per_query(variants, s: EvalSettings) -> int:
+    """About how many float [N] rows one query's evaluation of ``variants`` holds at once: every memoised
+    score grid (λ values x seeds rows), the models' relevance and risk, the first stages, and a few copies of
+    the largest grid (its ranking and the sort / smoothing / rule-filter working set)."""
+    grids = {}
+    for v in variants:
+        n_l = (len(v.lambdas or s.lambdas) + 1) if v.lambda_sweep else 1
+        grids[(v.relevance, v.tool_text, v.lambdas, v.train, v.risk, v.lam, v.lambda_sweep,
+               v.trained_at_lambda)] = n_l * s.n_seeds
+    runs = {v.train for v in variants if v.train}
+    return sum(grids.values()) + 4 * max(grids.values(), default=1) + 2 * s.n_seeds * len(runs) + 8
+
+
+def queries_per_chunk(n_queries: int, n_tools: int, rows: int, budget: int) -> int:
+    """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1), balanced so the
+    chunks are about equal."""
+    per_query = max(1, 4 * n_tools * rows)
+    c = int(max(1, min(n_queries, budget // per_query)))
+    n_chunks = -(-n_queries // c) if n_queries else 1
+    return max(1, -(-n_queries // n_chunks))
+
+
+def map_query_chunks(fn, x: SplitInputs, chunk: int):
+    """``fn(chunk inputs)`` -> a pytree of arrays [..., q] (query axis last), over chunks of ``chunk`` queries,
+    concatenated to [..., Q]. The last chunk is padded by repeating its last query (dropped after), so every
+    chunk has one shape and each jitted stage compiles once."""
+    n = x.q_emb.shape[0]
+    outs = []
+    for start in range(0, n, chunk):
+        out = fn(take_queries(x, np.minimum(np.arange(start, start + chunk), n - 1)))
+        keep = min(chunk, n - start)
+        outs.append(jax.tree.map(lambda a, keep=keep: np.asarray(a)[..., :keep], out))
+    return jax.tree.map(lambda *a: np.concatenate(a, axis=-1), *outs)
+
+
+def variant_metrics(ev: SplitEvaluation, variants) -> dict:
+    """{variant name: ``ev.metrics(v)``} with rankings released as soon as no later variant reuses them."""
+    out = {}
+    for i, v in enumerate(variants):
+        out[v.name] = ev.metrics(v)
+        ev.release(variants[i + 1:])
+    return out
+
+
+def dense_top(dense, n: int = STRESS_TOP) -> np.ndarray:
+    """int32 [Q, n]: the first n tools of each query's dense ranking (what ``select_stress_queries`` reads)."""
+    return np.asarray(top_order(jnp.asarray(dense), n))
+
+
 def select_stress_queries(dense_ranking, gold, risk, n: int):
     """Table 7's stress queries: gold all safe (not risky) and the dense top-10 holds two or more risky tools.
 
@@ -293,4 +371,5 @@ def pick(reduced: dict, keys) -> dict:
     """{metric: {"mean", "std"}} over seeds (sample std) of the chosen metrics of ``reduce_queries`` output."""
     return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
-           "RESULT_METRICS", "CONTEXT_METRICS"]
+           "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
+           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top"]
