@@ -16,8 +16,8 @@ import numpy as np
 
 from riskrank_jax import metrics, rerank, retrievers
 from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
+from riskrank_jax.experiments.evaluate import rank_slices
 from riskrank_jax.hybrid import choose_weight, fuse
-from riskrank_jax.scoring import rank_order
 
 BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
 
@@ -97,9 +97,8 @@ def budget_per_query(ev, chosen: dict, family: str, risk, n_seeds: int, n_folds:
     out = {}
     for b, (lams, _) in chosen.items():
         lam_q = jnp.asarray(lams[m_of], jnp.float32)[..., None]  # [S, Q, 1]
-        ranking = rank_order(rel - lam_q * jnp.asarray(risk)[:, None, :])
-        pq = metrics.compute_all(ranking, jnp.asarray(ev.x.gold), jnp.asarray(ev.x.risk_levels), k=ev.s.k)
-        out[b] = {m: np.asarray(pq[m]) for m in ("rvr@5", "ndcg@5")}
+        pq = ev.per_query(rank_slices(rel - lam_q * jnp.asarray(risk)[:, None, :]))
+        out[b] = {m: pq[m] for m in ("rvr@5", "ndcg@5")}
     return out
 
 

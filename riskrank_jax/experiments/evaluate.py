@@ -24,7 +24,7 @@ from riskrank_jax import pipeline as P
 from riskrank_jax import rerank, retrievers
 from riskrank_jax.graph import with_edge_types
 from riskrank_jax.hybrid import fuse
-from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order, top_order
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
@@ -32,6 +32,21 @@ STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
 
 def _without_rule(v):
     return dataclasses.replace(v, rule_filter=False)
+
+
+def per_slice(fn, *arrays):
+    """``fn`` over the [Q, X] slices of arrays [..., Q, X] (leading axes broadcast), stacked back to
+    [..., Q, Y]: every jitted stage sees one shape per query chunk, whatever the variant's λ / seed axes."""
+    arrays = [jnp.asarray(a) for a in arrays]
+    lead = jnp.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+    flat = [jnp.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) for a in arrays]
+    outs = [fn(*(f[i] for f in flat)) for i in range(flat[0].shape[0])]
+    return jax.tree.map(lambda *o: jnp.stack(o).reshape(lead + o[0].shape), *outs)
+
+
+def rank_slices(scores):
+    """``rank_order`` of scores [..., Q, N], one jitted call per [Q, N] slice."""
+    return per_slice(retrievers.rank_full, scores)
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +104,7 @@ class SplitEvaluation:
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
-        return self._cached("dense_rank", lambda: rank_order(self.dense()))
+        return self._cached("dense_rank", lambda: retrievers.rank_full(self.dense()))
 
     def bm25(self, text: str = "description"):
         if self.x.first and ("bm25", text) in self.x.first:
@@ -108,7 +123,7 @@ class SplitEvaluation:
 
     def first_stage_ranking(self, v):
         return self.dense_ranking() if v.first_stage == "dense" else self._cached(
-            ("hybrid_rank", v.tool_text), lambda: rank_order(self.hybrid(v.tool_text)))
+            ("hybrid_rank", v.tool_text), lambda: retrievers.rank_full(self.hybrid(v.tool_text)))
 
     def reranked(self, text: str):
         """The correction reranker's gated scores [S, Q, N] (each query under its fold's models)."""
@@ -196,18 +211,17 @@ class SplitEvaluation:
         cand = retrievers.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
         cs = P.gather_candidates(s, cand)
         if v.graph:
-            cs = P.smooth_candidates_per_fold(cs, np.asarray(cand), self.graph_list(v), self.x.fold, self.s.alpha)
-        return P.candidate_ranking(cs, cand)
+            cand_np, graphs = np.asarray(cand), self.graph_list(v)
+            cs = per_slice(lambda c: P.smooth_candidates_per_fold(c, cand_np, graphs, self.x.fold, self.s.alpha), cs)
+        return per_slice(lambda c: P.candidate_ranking(c, cand), cs)
 
     def _full_ranking(self, v, candidate_ranking):
         base = self.first_stage_ranking(v)
-        base = jnp.broadcast_to(base, candidate_ranking.shape[:-2] + base.shape)
-        flat = retrievers.candidate_full_ranking(candidate_ranking.reshape(-1, candidate_ranking.shape[-1]),
-                                                 base.reshape(-1, base.shape[-1]))
-        return flat.reshape(base.shape)
+        return per_slice(lambda c: retrievers.candidate_full_ranking(c, base), candidate_ranking)
 
     def _rule(self, ranking):
-        return P.apply_rule_filter(ranking, self.x.risk_levels, self.x.perm_level, self.x.t_emb, k=self.s.k)
+        return per_slice(lambda r: P.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
+                                                       k=self.s.k), ranking)
 
     def ranking(self, v):
         """int32 [L, S, Q, N] (λ-sweep variants) or [S, Q, N]; baselines have S = 1."""
@@ -221,14 +235,16 @@ class SplitEvaluation:
             if v.rule_filter:
                 return self._rule(self.ranking(_without_rule(v)))
             if v.graph:
-                s = P.smooth_per_fold(s, self.graph_list(v), self.x.fold, self.s.alpha)
-            return rank_order(s)
+                graphs = self.graph_list(v)
+                s = per_slice(lambda x: P.smooth_per_fold(x, graphs, self.x.fold, self.s.alpha), s)
+            return rank_slices(s)
 
         return self._cached(key, build)
 
     # ------------------------------------------------------------------------------------ metrics
     def per_query(self, ranking) -> dict[str, np.ndarray]:
-        out = metrics.compute_all(ranking, jnp.asarray(self.x.gold), jnp.asarray(self.x.risk_levels), k=self.s.k)
+        gold, risk = jnp.asarray(self.x.gold), jnp.asarray(self.x.risk_levels)
+        out = per_slice(lambda r: metrics.compute_all(r, gold, risk, k=self.s.k), ranking)
         return {name: np.asarray(v) for name, v in out.items()}
 
     def metrics(self, v):
@@ -292,13 +308,19 @@ def rows_per_query(variants, s: EvalSettings) -> int:
     return sum(grids.values()) + 4 * max(grids.values(), default=1) + 2 * s.n_seeds * len(runs) + 8
 
 
+CHUNK_STEP = 64  # query chunks are a multiple of this (when the budget allows), so splits of similar size share shapes
+
+
 def queries_per_chunk(n_queries: int, n_tools: int, rows: int, budget: int) -> int:
-    """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1), balanced so the
-    chunks are about equal."""
+    """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1): the chunks about equal,
+    rounded up to a multiple of ``CHUNK_STEP`` (the last chunk is padded) unless the budget allows fewer."""
     per_query = max(1, 4 * n_tools * rows)
-    c = int(max(1, min(n_queries, budget // per_query)))
-    n_chunks = -(-n_queries // c) if n_queries else 1
-    return max(1, -(-n_queries // n_chunks))
+    c_max = int(max(1, budget // per_query))
+    if c_max >= CHUNK_STEP:
+        c_max -= c_max % CHUNK_STEP
+    n_chunks = max(1, -(-n_queries // c_max))
+    c = max(1, -(-n_queries // n_chunks))
+    return min(c_max, -(-c // CHUNK_STEP) * CHUNK_STEP) if c_max >= CHUNK_STEP else c
 
 
 def map_query_chunks(fn, x: SplitInputs, chunk: int):
@@ -372,4 +394,4 @@ def pick(reduced: dict, keys) -> dict:
     return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
            "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
-           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top"]
+           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices"]
