@@ -88,3 +88,17 @@ def test_rvr_by_lambda_falls_as_lambda_grows():
     risk = (levels - 1) / 4.0
     rvr = np.asarray(budget.rvr_by_lambda(rel, risk, levels, (0.0, 1.0, 3.0), k=5))
     np.testing.assert_allclose(rvr[:, 0], [0.6, 0.2, 0.0], atol=1e-6)
+
+
+def test_rvr_by_lambda_over_stacked_models_equals_one_model_at_a_time():
+    rng = np.random.default_rng(3)
+    rel = rng.normal(size=(4, 6, 30)).astype(np.float32)  # 4 models x 6 queries x 30 tools
+    levels = rng.integers(1, 6, 30)
+    risk = rng.uniform(size=(4, 1, 30)).astype(np.float32)  # each model's own risk scores
+    lams = (0.0, 0.5, 1.0, 2.0)
+    stacked = np.asarray(budget.rvr_by_lambda(rel, risk, levels, lams, k=5))
+    assert stacked.shape == (4, 4, 6)
+    for m in range(4):
+        one = np.asarray(budget.rvr_by_lambda(rel[m], risk[m, 0], levels, lams, k=5))
+        np.testing.assert_array_equal(stacked[:, m], one)
+    assert not np.array_equal(stacked[0], stacked[-1])  # λ changes the top 5

@@ -76,10 +76,14 @@ def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
         bench.train_fold_mask, seeds, rerank.RerankConfig().holdout)[1]
     risk = np.asarray(runs["risk_only"])  # [S, N]
     n_folds = bench.n_folds
+    rows = [np.flatnonzero(h) for h in held]  # each model's held-out queries, padded to one length below
+    idx = np.stack([np.resize(r, max(map(len, rows))) for r in rows])
+    rel_held = np.take_along_axis(rel, idx[:, :, None], axis=1)  # [M, H, N]
+    risk_m = risk[np.arange(rel.shape[0]) // n_folds][:, None, :]  # [M, 1, N]
+    rvr_all = np.asarray(rvr_by_lambda(rel_held, risk_m, bench.tools.risk, LAMBDA_GRID))  # [L, M, H]
     out = {b: ([], []) for b in BUDGETS}
-    for m in range(rel.shape[0]):
-        rvr = np.asarray(rvr_by_lambda(rel[m][held[m]], risk[m // n_folds], bench.tools.risk, LAMBDA_GRID))
-        mean = rvr.mean(-1)
+    for m, r in enumerate(rows):
+        mean = rvr_all[:, m, :len(r)].mean(-1)
         for b in BUDGETS:
             lam, i = lambda_for_budget(mean, LAMBDA_GRID, b)
             out[b][0].append(lam)
