@@ -34,6 +34,22 @@ def test_choose_weight_picks_the_informative_retriever():
     assert w2 <= 0.2
 
 
+def test_choose_weights_per_subset_equals_choose_weight_on_each_subset():
+    rng = np.random.default_rng(1)
+    q, n = 40, 30
+    gold = rng.integers(0, n, size=(q, 1))
+    good = rng.normal(size=(q, n))
+    good[np.arange(q), gold[:, 0]] += 2.0
+    noise = rng.normal(size=(q, n))
+    dense = np.where(np.arange(q)[:, None] < 20, good, noise)  # dense informative on the first half only
+    bm25 = np.where(np.arange(q)[:, None] < 20, noise, good)
+    masks = np.stack([np.arange(q) < 20, np.arange(q) >= 20, np.arange(q) % 3 == 0])
+    ws = hybrid.choose_weights(dense, bm25, gold, masks)
+    assert ws[0] >= 0.7 and ws[1] <= 0.3
+    expected = np.asarray([hybrid.choose_weight(dense[m], bm25[m], gold[m])[0] for m in masks], np.float32)
+    np.testing.assert_array_equal(ws, expected)
+
+
 def _synthetic_registry(seed=0, q=120, n=60, d=16):
     """Queries are noisy linear images of their gold tool's embedding, so a learned map helps."""
     rng = np.random.default_rng(seed)

@@ -17,7 +17,7 @@ import numpy as np
 from riskrank_jax import metrics, rerank, retrievers
 from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
 from riskrank_jax.experiments.evaluate import rank_slices
-from riskrank_jax.hybrid import choose_weight, fuse
+from riskrank_jax.hybrid import choose_weights, fuse
 
 BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
 
@@ -40,8 +40,7 @@ def fit_first_stages(bench, emb) -> FirstStages:
     for kind, tool_texts in texts.items():
         bm25[kind] = retrievers.bm25_scores(list(tool_texts), list(bench.train.texts))
         dense[kind] = np.asarray(retrievers.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
-        weights[kind] = np.asarray([choose_weight(dense[kind][m], bm25[kind][m], bench.train.gold[m])[0]
-                                    for m in np.asarray(bench.train_fold_mask, bool)], np.float32)
+        weights[kind] = choose_weights(dense[kind], bm25[kind], bench.train.gold, bench.train_fold_mask)
     return FirstStages(weights, bm25["named"], dense["named"])
 
 
