@@ -80,3 +80,20 @@ def test_chunked_metrics_equal_whole_split_metrics():
             np.testing.assert_allclose(chunked[v.name][0][m], a, rtol=0, atol=1e-7, err_msg=f"{v.name} {m}")
     assert whole["dense"][0]["ndcg@5"].shape == (1, 11)
     assert not np.array_equal(whole["bm25"][0]["mrr"], whole["dense"][0]["mrr"])  # the variants do differ
+
+
+def test_fold_model_scores_equal_pipeline_model_scores():
+    import jax
+
+    from riskrank_jax import model, pipeline
+    from riskrank_jax.experiments.evaluate import fold_model_scores
+
+    rng = np.random.default_rng(2)
+    q, t = rng.normal(size=(70, 8)).astype(np.float32), rng.normal(size=(25, 8)).astype(np.float32)
+    params = jax.vmap(lambda k: model.init_params(k, 8, 16))(jax.random.split(jax.random.key(0), 6))  # 2 seeds x 3 folds
+    fold = rng.integers(0, 3, 70)
+    rel, risk = fold_model_scores(params, q, t, n_seeds=2, test_fold=fold, memory_budget=1 << 30)
+    ref_rel, ref_risk = pipeline.model_scores(params, q, t, n_seeds=2, test_fold=fold)
+    np.testing.assert_allclose(np.asarray(rel), np.asarray(ref_rel), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(risk), np.asarray(ref_risk))
+    assert rel.shape == (2, 70, 25) and float(np.abs(np.asarray(rel[0]) - np.asarray(rel[1])).max()) > 0

@@ -28,6 +28,7 @@ from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
+CHUNK_STEP = 64  # query chunks (and each fold's queries) are padded to a multiple of this, so shapes repeat
 
 
 def _without_rule(v):
@@ -83,6 +84,26 @@ class EvalSettings:
     memory_budget: int
 
 
+def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_budget: int):
+    """``pipeline.model_scores`` (rel [S, Q, N], risk [S, Q|1, N]), each fold's queries padded to a multiple of
+    ``CHUNK_STEP`` so that every fold and query chunk reuses one compiled shape."""
+    n_folds = jax.tree.leaves(params)[0].shape[0] // n_seeds
+    if n_folds == 1:
+        return P.model_scores(params, q_emb, t_emb, n_seeds=n_seeds, test_fold=test_fold, memory_budget=memory_budget)
+    fold, q_emb = np.asarray(test_fold), np.asarray(q_emb)
+    rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
+    risk = np.zeros_like(rel)
+    for f in range(n_folds):
+        idx = np.flatnonzero(fold == f)
+        if idx.size:
+            rows = np.resize(idx, -(-idx.size // CHUNK_STEP) * CHUNK_STEP)
+            r, k = P.model_scores(jax.tree.map(lambda x: x[f::n_folds], params), q_emb[rows], t_emb,
+                                  n_seeds=n_seeds, test_fold=np.zeros(rows.size, np.int32), memory_budget=memory_budget)
+            rel[:, idx] = np.asarray(r)[:, :idx.size]
+            risk[:, idx] = np.asarray(k)
+    return jnp.asarray(rel), jnp.asarray(risk)
+
+
 class SplitEvaluation:
     """Memoised stages of every variant on one split. ``runs``: {run name: TrainResult | risk params}."""
 
@@ -134,7 +155,7 @@ class SplitEvaluation:
 
     def head(self, run: str, n_seeds: int):
         """(rel [S', Q, N], risk [S', Q|1, N]) of a trained run, each query under its fold's models."""
-        return self._cached(("head", run), lambda: P.model_scores(
+        return self._cached(("head", run), lambda: fold_model_scores(
             self.runs[run].params, self.x.q_emb, self.x.t_emb, n_seeds=n_seeds, test_fold=self.x.fold,
             memory_budget=self.s.memory_budget))
 
@@ -178,8 +199,8 @@ class SplitEvaluation:
         # model order is (seed, fold, λ); regroup to (λ, seed, fold) so λ·seed acts as the seed axis
         p = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(n_s * n_f, n_l, *x.shape[1:]), 0, 1)
                          .reshape(n_l * n_s * n_f, *x.shape[1:]), res.params)
-        rel, risk = P.model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
-                                   memory_budget=self.s.memory_budget)
+        rel, risk = fold_model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
+                                      memory_budget=self.s.memory_budget)
         split = lambda a: a.reshape(n_l, n_s, *a.shape[1:])  # noqa: E731
         return jax.vmap(penalise)(split(rel), split(risk), jnp.asarray(self.s.lambdas, rel.dtype))
 
@@ -308,9 +329,6 @@ def rows_per_query(variants, s: EvalSettings) -> int:
     return sum(grids.values()) + 4 * max(grids.values(), default=1) + 2 * s.n_seeds * len(runs) + 8
 
 
-CHUNK_STEP = 64  # query chunks are a multiple of this (when the budget allows), so splits of similar size share shapes
-
-
 def queries_per_chunk(n_queries: int, n_tools: int, rows: int, budget: int) -> int:
     """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1): the chunks about equal,
     rounded up to a multiple of ``CHUNK_STEP`` (the last chunk is padded) unless the budget allows fewer."""
@@ -394,4 +412,5 @@ def pick(reduced: dict, keys) -> dict:
     return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
            "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
-           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices"]
+           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices", "fold_model_scores",
+           "CHUNK_STEP"]
