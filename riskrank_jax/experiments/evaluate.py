@@ -8,6 +8,12 @@ A variant's scores flow through the pipeline stages the ``Ranker`` uses (``scori
 for λ-sweep variants, the λ grid) as leading axes. Shared intermediate results (a run's head scores, a
 penalised grid, a pre-filter ranking) are computed once per split; variants with the same ``spec()``
 share their metrics.
+
+Memory and compilation: ``evaluate_split`` (the sweep) runs a SplitEvaluation per chunk of queries
+(``map_query_chunks``), sized by ``queries_per_chunk`` so that the memoised grids of one chunk stay within
+the memory budget, and every stage after scoring (smoothing, ranking, rule filter, metrics) runs per
+[Q, N] slice of the λ / seed axes (``per_slice``); with chunks padded to a multiple of ``CHUNK_STEP`` each
+jitted stage compiles for one shape. Per-query results do not depend on the chunking.
 """
 
 from __future__ import annotations
