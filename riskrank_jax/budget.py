@@ -11,6 +11,9 @@ the budget, the largest λ is returned and the caller should report that the bud
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,14 +28,24 @@ def rvr_by_lambda(rel, risk_score, risk_levels, lambdas, *, k: int = 5):
     """RVR@k of every query for every λ.
 
     Args:
-      rel: relevance [Q, N]; risk_score: the penalty's risk [N] (or broadcastable to [Q, N]);
+      rel: relevance [..., Q, N] (e.g. [M, Q, N] for M models); risk_score: the penalty's risk [N] (or
+        broadcastable to rel, e.g. [M, 1, N]);
       risk_levels: int [N] levels 1..5 (what counts as risky); lambdas: [L].
 
     Returns:
-      float32 [L, Q].
+      float32 [L, ..., Q].
     """
-    ranking = top_order(penalise(jnp.asarray(rel), jnp.asarray(risk_score), jnp.asarray(lambdas, jnp.float32)), k)
-    return metrics.rvr_at_k(ranking, jnp.asarray(risk_levels), k=k)
+    return _rvr_by_lambda(jnp.asarray(rel), jnp.asarray(risk_score), jnp.asarray(risk_levels),
+                          jnp.asarray(lambdas, jnp.float32), k=k)
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _rvr_by_lambda(rel, risk_score, risk_levels, lambdas, *, k):
+    """One λ at a time (``lax.map``), so the working set is one penalised [..., Q, N] block, not L of them."""
+    def one(lam):
+        return metrics.rvr_at_k(top_order(penalise(rel, risk_score, lam), k), risk_levels, k=k)
+
+    return jax.lax.map(one, lambdas)
 
 
 def lambda_for_budget(mean_rvr, lambdas, budget: float) -> tuple[float, int]:

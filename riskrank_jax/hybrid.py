@@ -3,6 +3,7 @@
     z = zscore(scores)                                  # per query: (s − mean) / std over the pool
     s = fuse(dense, bm25, w)                            # w·z(dense) + (1 − w)·z(bm25)     [..., Q, N]
     w, table = choose_weight(dense, bm25, gold)         # w on a grid, by NDCG@5 on labelled queries
+    ws = choose_weights(dense, bm25, gold, fold_mask)   # one w per query subset [F], one jitted call
 
 Why a z-score sum and not reciprocal rank fusion: measured on the training queries of every benchmark
 (demo, UltraTool, Seal-Tools), the normalised sum beats RRF (k = 60) in NDCG@5 by 0.02–0.06 (RRF throws
@@ -68,14 +69,39 @@ def choose_weight(dense, bm25, gold, *, grid=WEIGHT_GRID, k: int = 5):
     return best, table
 
 
+def choose_weights(dense, bm25, gold, masks, *, grid=WEIGHT_GRID, k: int = 5) -> np.ndarray:
+    """``choose_weight`` for each of several query subsets (e.g. each fold's training queries) from one jitted
+    call: NDCG@k of every weight and query [W, Q] once, then each subset's mean.
+
+    Args:
+      dense, bm25: [Q, N]; gold: int [Q, G]; masks: bool [F, Q] (the queries of each subset).
+
+    Returns:
+      float32 [F]: the chosen weight of each subset (ties: the larger w).
+    """
+    per_query = np.asarray(_ndcg_per_query(jnp.asarray(dense), jnp.asarray(bm25), jnp.asarray(gold),
+                                           jnp.asarray(grid, jnp.float32), k))
+    out = []
+    for m in np.asarray(masks, bool):
+        table = {float(w): float(x) for w, x in zip(grid, per_query[:, m].mean(-1))}
+        out.append(max(table, key=lambda w: (round(table[w], 6), w)))
+    return np.asarray(out, np.float32)
+
+
 @functools.partial(jax.jit, static_argnames=("k",))
 def _ndcg_per_weight(dense, bm25, gold, weights, k):
+    return _ndcg_per_query(dense, bm25, gold, weights, k).mean(-1)
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _ndcg_per_query(dense, bm25, gold, weights, k):
+    """float32 [W, Q]: NDCG@k of each query under each fusion weight (one weight at a time, ``lax.map``)."""
     zd, zb = zscore(dense), zscore(bm25)
 
     def one(w):
-        return metrics.ndcg_at_k(top_order(w * zd + (1.0 - w) * zb, k), gold, k=k).mean()
+        return metrics.ndcg_at_k(top_order(w * zd + (1.0 - w) * zb, k), gold, k=k)
 
     return jax.lax.map(one, weights)
 
 
-__all__ = ["DEFAULT_WEIGHT", "WEIGHT_GRID", "zscore", "fuse", "reciprocal_rank_fusion", "choose_weight"]
+__all__ = ["DEFAULT_WEIGHT", "WEIGHT_GRID", "zscore", "fuse", "reciprocal_rank_fusion", "choose_weight", "choose_weights"]

@@ -47,7 +47,15 @@ def bm25_scores(tool_texts: list[str], query_texts: list[str], *, stemmer="auto"
     Returns:
       float32 [Q, N]; a query with no in-vocabulary token scores 0 everywhere.
     """
-    return Bm25Index(tool_texts, stemmer=stemmer).scores(query_texts)
+    index = _shared_index(tuple(tool_texts)) if stemmer == "auto" else Bm25Index(tool_texts, stemmer=stemmer)
+    return index.scores(query_texts)
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_index(tool_texts: tuple[str, ...]) -> "Bm25Index":
+    """The default-stemmer index of a tool pool, built once per process (an experiment scores the training
+    queries and every test split against the same pools)."""
+    return Bm25Index(tool_texts)
 
 
 class Bm25Index:

@@ -34,6 +34,22 @@ def test_choose_weight_picks_the_informative_retriever():
     assert w2 <= 0.2
 
 
+def test_choose_weights_per_subset_equals_choose_weight_on_each_subset():
+    rng = np.random.default_rng(1)
+    q, n = 40, 30
+    gold = rng.integers(0, n, size=(q, 1))
+    good = rng.normal(size=(q, n))
+    good[np.arange(q), gold[:, 0]] += 2.0
+    noise = rng.normal(size=(q, n))
+    dense = np.where(np.arange(q)[:, None] < 20, good, noise)  # dense informative on the first half only
+    bm25 = np.where(np.arange(q)[:, None] < 20, noise, good)
+    masks = np.stack([np.arange(q) < 20, np.arange(q) >= 20, np.arange(q) % 3 == 0])
+    ws = hybrid.choose_weights(dense, bm25, gold, masks)
+    assert ws[0] >= 0.7 and ws[1] <= 0.3
+    expected = np.asarray([hybrid.choose_weight(dense[m], bm25[m], gold[m])[0] for m in masks], np.float32)
+    np.testing.assert_array_equal(ws, expected)
+
+
 def _synthetic_registry(seed=0, q=120, n=60, d=16):
     """Queries are noisy linear images of their gold tool's embedding, so a learned map helps."""
     rng = np.random.default_rng(seed)
@@ -88,3 +104,17 @@ def test_rvr_by_lambda_falls_as_lambda_grows():
     risk = (levels - 1) / 4.0
     rvr = np.asarray(budget.rvr_by_lambda(rel, risk, levels, (0.0, 1.0, 3.0), k=5))
     np.testing.assert_allclose(rvr[:, 0], [0.6, 0.2, 0.0], atol=1e-6)
+
+
+def test_rvr_by_lambda_over_stacked_models_equals_one_model_at_a_time():
+    rng = np.random.default_rng(3)
+    rel = rng.normal(size=(4, 6, 30)).astype(np.float32)  # 4 models x 6 queries x 30 tools
+    levels = rng.integers(1, 6, 30)
+    risk = rng.uniform(size=(4, 1, 30)).astype(np.float32)  # each model's own risk scores
+    lams = (0.0, 0.5, 1.0, 2.0)
+    stacked = np.asarray(budget.rvr_by_lambda(rel, risk, levels, lams, k=5))
+    assert stacked.shape == (4, 4, 6)
+    for m in range(4):
+        one = np.asarray(budget.rvr_by_lambda(rel[m], risk[m, 0], levels, lams, k=5))
+        np.testing.assert_array_equal(stacked[:, m], one)
+    assert not np.array_equal(stacked[0], stacked[-1])  # λ changes the top 5

@@ -3,7 +3,8 @@ budget) that the sweep runs next to the paper's.
 
     fs = fit_first_stages(bench, emb)                 # {"description": w [F], "named": w [F]}, train BM25
     models = fit_rerankers(bench, emb, fs, seeds)     # RerankModels (every seed x fold)
-    section = risk_budget_section(...)                # results.json "risk_budget" for one split
+    pq = budget_per_query(ev, chosen, family, ...)    # per-query test metrics at each budget's λ
+    section = risk_budget_section(chosen, pq)         # results.json "risk_budget" for one split
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import numpy as np
 
 from riskrank_jax import metrics, rerank, retrievers
 from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
-from riskrank_jax.hybrid import choose_weight, fuse
+from riskrank_jax.experiments.evaluate import rank_slices
+from riskrank_jax.hybrid import choose_weights, fuse
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
-from riskrank_jax.scoring import rank_order
 
 BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
 
@@ -40,8 +41,7 @@ def fit_first_stages(bench, emb) -> FirstStages:
     for kind, tool_texts in texts.items():
         bm25[kind] = retrievers.bm25_scores(list(tool_texts), list(bench.train.texts))
         dense[kind] = np.asarray(retrievers.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
-        weights[kind] = np.asarray([choose_weight(dense[kind][m], bm25[kind][m], bench.train.gold[m])[0]
-                                    for m in np.asarray(bench.train_fold_mask, bool)], np.float32)
+        weights[kind] = choose_weights(dense[kind], bm25[kind], bench.train.gold, bench.train_fold_mask)
     return FirstStages(weights, bm25["named"], dense["named"])
 
 
@@ -79,10 +79,14 @@ def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
         bench.train_fold_mask, seeds, rerank.RerankConfig().holdout)[1]
     risk = np.asarray(runs["risk_only"])  # [S, N]
     n_folds = bench.n_folds
+    rows = [np.flatnonzero(h) for h in held]  # each model's held-out queries, padded to one length below
+    idx = np.stack([np.resize(r, max(map(len, rows))) for r in rows])
+    rel_held = np.take_along_axis(rel, idx[:, :, None], axis=1)  # [M, H, N]
+    risk_m = risk[np.arange(rel.shape[0]) // n_folds][:, None, :]  # [M, 1, N]
+    rvr_all = np.asarray(rvr_by_lambda(rel_held, risk_m, bench.tools.risk, LAMBDA_GRID))  # [L, M, H]
     out = {b: ([], []) for b in BUDGETS}
-    for m in range(rel.shape[0]):
-        rvr = np.asarray(rvr_by_lambda(rel[m][held[m]], risk[m // n_folds], bench.tools.risk, LAMBDA_GRID))
-        mean = rvr.mean(-1)
+    for m, r in enumerate(rows):
+        mean = rvr_all[:, m, :len(r)].mean(-1)
         for b in BUDGETS:
             lam, i = lambda_for_budget(mean, LAMBDA_GRID, b)
             out[b][0].append(lam)
@@ -90,27 +94,34 @@ def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
     return {b: (np.asarray(l), np.asarray(h)) for b, (l, h) in out.items()}
 
 
-def risk_budget_section(ev, chosen: dict, family: str, risk, fold, n_seeds: int, n_folds: int) -> dict:
-    """Test metrics at the λ chosen for each budget: {B: {lambda, heldout_rvr@5, rvr@5, ndcg@5, calibration}}.
+def budget_per_query(ev, chosen: dict, family: str, risk, n_seeds: int, n_folds: int) -> dict:
+    """Per-query test metrics at the λ chosen for each budget: {B: {"rvr@5", "ndcg@5": [S, Q]}}.
 
-    ev: the split's SplitEvaluation (its hybrid / reranked relevance); chosen: ``choose_budget_lambdas``;
+    ev: a SplitEvaluation (its hybrid / reranked relevance, its queries' folds); chosen: ``choose_budget_lambdas``;
     risk: [S, N] risk-only head predictions; each test query uses the λ of its own (seed, fold) model."""
     rel = ev.hybrid("named")[None] if family == "hybrid" else ev.reranked("named")  # [S|1, Q, N]
-    m_of = np.arange(n_seeds)[:, None] * n_folds + np.asarray(fold)[None, :]  # [S, Q]
+    m_of = np.arange(n_seeds)[:, None] * n_folds + np.asarray(ev.x.fold)[None, :]  # [S, Q]
+    out = {}
+    for b, (lams, _) in chosen.items():
+        lam_q = jnp.asarray(lams[m_of], jnp.float32)[..., None]  # [S, Q, 1]
+        pq = ev.per_query(rank_slices(rel - lam_q * jnp.asarray(risk)[:, None, :]))
+        out[b] = {m: pq[m] for m in ("rvr@5", "ndcg@5")}
+    return out
+
+
+def risk_budget_section(chosen: dict, per_query: dict) -> dict:
+    """Test metrics at the λ chosen for each budget: {B: {lambda, heldout_rvr@5, rvr@5, ndcg@5, calibration}}.
+
+    chosen: ``choose_budget_lambdas``; per_query: ``budget_per_query`` over the split's queries."""
     out = {}
     for b, (lams, held_rvr) in chosen.items():
-        lam_q = jnp.asarray(lams[m_of], jnp.float32)[..., None]  # [S, Q, 1]
-        ranking = rank_order(rel - lam_q * jnp.asarray(risk)[:, None, :])
-        pq = metrics.compute_all(ranking, jnp.asarray(ev.x.gold), jnp.asarray(ev.x.risk_levels), k=ev.s.k)
-        summary = metrics.summarize({m: np.asarray(pq[m]).mean(-1) for m in ("rvr@5", "ndcg@5")})
+        summary = metrics.summarize({m: x.mean(-1) for m, x in per_query[b].items()})
         out[str(b)] = {"budget": b, "lambda_mean": round(float(lams.mean()), 3),
                        "lambda_per_model": [round(float(x), 2) for x in lams],
                        "heldout_rvr@5": round(float(held_rvr.mean()), 4), **summary,
                        "calibration_error": round(summary["rvr@5"]["mean"] - float(held_rvr.mean()), 4),
                        "within_budget": bool(summary["rvr@5"]["mean"] <= b)}
     return out
-
-
 
 
 FIRST_STAGES = ("bm25", "dense", "hybrid", "hybrid_named")
@@ -138,5 +149,6 @@ def recommendation(main: dict, families: dict) -> str | None:
             f"(the highest NDCG@5 among the risk-aware variants that expose no more risky tools than dense).")
 
 
-__all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "risk_budget_section",
+__all__ = ["FirstStages", "fit_first_stages", "fit_rerankers", "choose_budget_lambdas", "budget_per_query",
+           "risk_budget_section",
            "BUDGET_FAMILIES", "recommendation", "rerank_summary"]

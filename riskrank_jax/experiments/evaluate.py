@@ -8,6 +8,12 @@ A variant's scores flow through the pipeline stages the ``Ranker`` uses (``scori
 for λ-sweep variants, the λ grid) as leading axes. Shared intermediate results (a run's head scores, a
 penalised grid, a pre-filter ranking) are computed once per split; variants with the same ``spec()``
 share their metrics.
+
+Memory and compilation: ``evaluate_split`` (the sweep) runs a SplitEvaluation per chunk of queries
+(``map_query_chunks``), sized by ``queries_per_chunk`` so that the memoised grids of one chunk stay within
+the memory budget, and every stage after scoring (smoothing, ranking, rule filter, metrics) runs per
+[Q, N] slice of the λ / seed axes (``per_slice``); with chunks padded to a multiple of ``CHUNK_STEP`` each
+jitted stage compiles for one shape. Per-query results do not depend on the chunking.
 """
 
 from __future__ import annotations
@@ -24,14 +30,30 @@ from riskrank_jax import pipeline as P
 from riskrank_jax import rerank, retrievers
 from riskrank_jax.graph import with_edge_types
 from riskrank_jax.hybrid import fuse
-from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
+CHUNK_STEP = 64  # query chunks (and each fold's queries) are padded to a multiple of this, so shapes repeat
 
 
 def _without_rule(v):
     return dataclasses.replace(v, rule_filter=False)
+
+
+def per_slice(fn, *arrays):
+    """``fn`` over the [Q, X] slices of arrays [..., Q, X] (leading axes broadcast), stacked back to
+    [..., Q, Y]: every jitted stage sees one shape per query chunk, whatever the variant's λ / seed axes."""
+    arrays = [jnp.asarray(a) for a in arrays]
+    lead = jnp.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+    flat = [jnp.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) for a in arrays]
+    outs = [fn(*(f[i] for f in flat)) for i in range(flat[0].shape[0])]
+    return jax.tree.map(lambda *o: jnp.stack(o).reshape(lead + o[0].shape), *outs)
+
+
+def rank_slices(scores):
+    """``rank_order`` of scores [..., Q, N], one jitted call per [Q, N] slice."""
+    return per_slice(retrievers.rank_full, scores)
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +72,7 @@ class SplitInputs:
     tool_texts: tuple[str, ...]
     named_t_emb: np.ndarray | None = None
     named_tool_texts: tuple[str, ...] | None = None
+    first: dict | None = None  # {("dense" | "bm25", tool text): [Q, N]} computed once (``with_first_stages``)
 
     def tools(self, text: str):
         """(embeddings, texts) of the tools for a variant's ``tool_text``."""
@@ -67,6 +90,26 @@ class EvalSettings:
     memory_budget: int
 
 
+def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_budget: int):
+    """``pipeline.model_scores`` (rel [S, Q, N], risk [S, Q|1, N]), each fold's queries padded to a multiple of
+    ``CHUNK_STEP`` so that every fold and query chunk reuses one compiled shape."""
+    n_folds = jax.tree.leaves(params)[0].shape[0] // n_seeds
+    if n_folds == 1:
+        return P.model_scores(params, q_emb, t_emb, n_seeds=n_seeds, test_fold=test_fold, memory_budget=memory_budget)
+    fold, q_emb = np.asarray(test_fold), np.asarray(q_emb)
+    rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
+    risk = np.zeros_like(rel)
+    for f in range(n_folds):
+        idx = np.flatnonzero(fold == f)
+        if idx.size:
+            rows = np.resize(idx, -(-idx.size // CHUNK_STEP) * CHUNK_STEP)
+            r, k = P.model_scores(jax.tree.map(lambda x: x[f::n_folds], params), q_emb[rows], t_emb,
+                                  n_seeds=n_seeds, test_fold=np.zeros(rows.size, np.int32), memory_budget=memory_budget)
+            rel[:, idx] = np.asarray(r)[:, :idx.size]
+            risk[:, idx] = np.asarray(k)
+    return jnp.asarray(rel), jnp.asarray(risk)
+
+
 class SplitEvaluation:
     """Memoised stages of every variant on one split. ``runs``: {run name: TrainResult | risk params}."""
 
@@ -82,13 +125,17 @@ class SplitEvaluation:
     # ------------------------------------------------------------------------------------ first stages
     def dense(self, text: str = "description"):
         """Cosine [Q, N]."""
+        if self.x.first and ("dense", text) in self.x.first:
+            return self._cached(("dense", text), lambda: jnp.asarray(self.x.first["dense", text]))
         return self._cached(("dense", text), lambda: retrievers.dense_scores(
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
-        return self._cached("dense_rank", lambda: rank_order(self.dense()))
+        return self._cached("dense_rank", lambda: retrievers.rank_full(self.dense()))
 
     def bm25(self, text: str = "description"):
+        if self.x.first and ("bm25", text) in self.x.first:
+            return self._cached(("bm25", text), lambda: jnp.asarray(self.x.first["bm25", text]))
         return self._cached(("bm25", text), lambda: jnp.asarray(
             retrievers.bm25_scores(list(self.x.tools(text)[1]), list(self.x.query_texts))))
 
@@ -103,7 +150,7 @@ class SplitEvaluation:
 
     def first_stage_ranking(self, v):
         return self.dense_ranking() if v.first_stage == "dense" else self._cached(
-            ("hybrid_rank", v.tool_text), lambda: rank_order(self.hybrid(v.tool_text)))
+            ("hybrid_rank", v.tool_text), lambda: retrievers.rank_full(self.hybrid(v.tool_text)))
 
     def reranked(self, text: str):
         """The correction reranker's gated scores [S, Q, N] (each query under its fold's models)."""
@@ -114,7 +161,7 @@ class SplitEvaluation:
 
     def head(self, run: str, n_seeds: int):
         """(rel [S', Q, N], risk [S', Q|1, N]) of a trained run, each query under its fold's models."""
-        return self._cached(("head", run), lambda: P.model_scores(
+        return self._cached(("head", run), lambda: fold_model_scores(
             self.runs[run].params, self.x.q_emb, self.x.t_emb, n_seeds=n_seeds, test_fold=self.x.fold,
             memory_budget=self.s.memory_budget))
 
@@ -158,8 +205,8 @@ class SplitEvaluation:
         # model order is (seed, fold, λ); regroup to (λ, seed, fold) so λ·seed acts as the seed axis
         p = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(n_s * n_f, n_l, *x.shape[1:]), 0, 1)
                          .reshape(n_l * n_s * n_f, *x.shape[1:]), res.params)
-        rel, risk = P.model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
-                                   memory_budget=self.s.memory_budget)
+        rel, risk = fold_model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
+                                      memory_budget=self.s.memory_budget)
         split = lambda a: a.reshape(n_l, n_s, *a.shape[1:])  # noqa: E731
         return jax.vmap(penalise)(split(rel), split(risk), jnp.asarray(self.s.lambdas, rel.dtype))
 
@@ -191,18 +238,17 @@ class SplitEvaluation:
         cand = retrievers.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
         cs = P.gather_candidates(s, cand)
         if v.graph:
-            cs = P.smooth_candidates_per_fold(cs, np.asarray(cand), self.graph_list(v), self.x.fold, self.s.alpha)
-        return P.candidate_ranking(cs, cand)
+            cand_np, graphs = np.asarray(cand), self.graph_list(v)
+            cs = per_slice(lambda c: P.smooth_candidates_per_fold(c, cand_np, graphs, self.x.fold, self.s.alpha), cs)
+        return per_slice(lambda c: P.candidate_ranking(c, cand), cs)
 
     def _full_ranking(self, v, candidate_ranking):
         base = self.first_stage_ranking(v)
-        base = jnp.broadcast_to(base, candidate_ranking.shape[:-2] + base.shape)
-        flat = retrievers.candidate_full_ranking(candidate_ranking.reshape(-1, candidate_ranking.shape[-1]),
-                                                 base.reshape(-1, base.shape[-1]))
-        return flat.reshape(base.shape)
+        return per_slice(lambda c: retrievers.candidate_full_ranking(c, base), candidate_ranking)
 
     def _rule(self, ranking):
-        return P.apply_rule_filter(ranking, self.x.risk_levels, self.x.perm_level, self.x.t_emb, k=self.s.k)
+        return per_slice(lambda r: P.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
+                                                       k=self.s.k), ranking)
 
     def ranking(self, v):
         """int32 [L, S, Q, N] (λ-sweep variants) or [S, Q, N]; baselines have S = 1."""
@@ -216,14 +262,16 @@ class SplitEvaluation:
             if v.rule_filter:
                 return self._rule(self.ranking(_without_rule(v)))
             if v.graph:
-                s = P.smooth_per_fold(s, self.graph_list(v), self.x.fold, self.s.alpha)
-            return rank_order(s)
+                graphs = self.graph_list(v)
+                s = per_slice(lambda x: P.smooth_per_fold(x, graphs, self.x.fold, self.s.alpha), s)
+            return rank_slices(s)
 
         return self._cached(key, build)
 
     # ------------------------------------------------------------------------------------ metrics
     def per_query(self, ranking) -> dict[str, np.ndarray]:
-        out = metrics.compute_all(ranking, jnp.asarray(self.x.gold), jnp.asarray(self.x.risk_levels), k=self.s.k)
+        gold, risk = jnp.asarray(self.x.gold), jnp.asarray(self.x.risk_levels)
+        out = per_slice(lambda r: metrics.compute_all(r, gold, risk, k=self.s.k), ranking)
         return {name: np.asarray(v) for name, v in out.items()}
 
     def metrics(self, v):
@@ -248,6 +296,82 @@ class SplitEvaluation:
         keep |= {("ranking",) + _without_rule(u).spec() for u in remaining if u.rule_filter}
         for key in [k for k in self._memo if k[0] == "ranking" and k not in keep]:
             del self._memo[key]
+
+
+# ---------------------------------------------------------------------------------------------- query chunks
+
+
+def with_first_stages(x: SplitInputs, texts=("description", "named")) -> SplitInputs:
+    """``x`` with the dense cosine and BM25 scores [Q, N] of each tool text computed once for the whole split
+    (query chunks slice them instead of rebuilding a BM25 index each)."""
+    first = {}
+    for text in texts:
+        t_emb, t_texts = x.tools(text)
+        if t_emb is None or t_texts is None:
+            continue
+        first["dense", text] = np.asarray(retrievers.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
+        first["bm25", text] = retrievers.bm25_scores(list(t_texts), list(x.query_texts))
+    return dataclasses.replace(x, first=first)
+
+
+def take_queries(x: SplitInputs, idx) -> SplitInputs:
+    """The split restricted to queries ``idx`` (int [q]), tools unchanged."""
+    idx = np.asarray(idx)
+    first = {k: a[idx] for k, a in x.first.items()} if x.first else None
+    return dataclasses.replace(x, q_emb=x.q_emb[idx], fold=np.asarray(x.fold)[idx], gold=np.asarray(x.gold)[idx],
+                               query_texts=tuple(x.query_texts[i] for i in idx), first=first)
+
+
+def rows_per_query(variants, s: EvalSettings) -> int:
+    """About how many float [N] rows one query's evaluation of ``variants`` holds at once: every memoised
+    score grid (λ values x seeds rows), the models' relevance and risk, the first stages, and a few copies of
+    the largest grid (its ranking and the sort / smoothing / rule-filter working set)."""
+    grids = {}
+    for v in variants:
+        n_l = (len(v.lambdas or s.lambdas) + 1) if v.lambda_sweep else 1
+        grids[(v.relevance, v.tool_text, v.lambdas, v.train, v.risk, v.lam, v.lambda_sweep,
+               v.trained_at_lambda)] = n_l * s.n_seeds
+    runs = {v.train for v in variants if v.train}
+    return sum(grids.values()) + 4 * max(grids.values(), default=1) + 2 * s.n_seeds * len(runs) + 8
+
+
+def queries_per_chunk(n_queries: int, n_tools: int, rows: int, budget: int) -> int:
+    """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1): the chunks about equal,
+    rounded up to a multiple of ``CHUNK_STEP`` (the last chunk is padded) unless the budget allows fewer."""
+    per_query = max(1, 4 * n_tools * rows)
+    c_max = int(max(1, budget // per_query))
+    if c_max >= CHUNK_STEP:
+        c_max -= c_max % CHUNK_STEP
+    n_chunks = max(1, -(-n_queries // c_max))
+    c = max(1, -(-n_queries // n_chunks))
+    return min(c_max, -(-c // CHUNK_STEP) * CHUNK_STEP) if c_max >= CHUNK_STEP else c
+
+
+def map_query_chunks(fn, x: SplitInputs, chunk: int):
+    """``fn(chunk inputs)`` -> a pytree of arrays [..., q] (query axis last), over chunks of ``chunk`` queries,
+    concatenated to [..., Q]. The last chunk is padded by repeating its last query (dropped after), so every
+    chunk has one shape and each jitted stage compiles once."""
+    n = x.q_emb.shape[0]
+    outs = []
+    for start in range(0, n, chunk):
+        out = fn(take_queries(x, np.minimum(np.arange(start, start + chunk), n - 1)))
+        keep = min(chunk, n - start)
+        outs.append(jax.tree.map(lambda a, keep=keep: np.asarray(a)[..., :keep], out))
+    return jax.tree.map(lambda *a: np.concatenate(a, axis=-1), *outs)
+
+
+def variant_metrics(ev: SplitEvaluation, variants) -> dict:
+    """{variant name: ``ev.metrics(v)``} with rankings released as soon as no later variant reuses them."""
+    out = {}
+    for i, v in enumerate(variants):
+        out[v.name] = ev.metrics(v)
+        ev.release(variants[i + 1:])
+    return out
+
+
+def dense_top(dense, n: int = STRESS_TOP) -> np.ndarray:
+    """int32 [Q, n]: the first n tools of each query's dense ranking (what ``select_stress_queries`` reads)."""
+    return np.asarray(top_order(jnp.asarray(dense), n))
 
 
 def select_stress_queries(dense_ranking, gold, risk, n: int):
@@ -293,4 +417,6 @@ def pick(reduced: dict, keys) -> dict:
     """{metric: {"mean", "std"}} over seeds (sample std) of the chosen metrics of ``reduce_queries`` output."""
     return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
-           "RESULT_METRICS", "CONTEXT_METRICS"]
+           "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
+           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices", "fold_model_scores",
+           "CHUNK_STEP"]

@@ -29,7 +29,9 @@ from riskrank_jax.encoder import load_encoder
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
-                                               SplitInputs, pick, reduce_queries, select_stress_queries)
+                                               SplitInputs, dense_top, map_query_chunks, pick, queries_per_chunk,
+                                               reduce_queries, rows_per_query, select_stress_queries,
+                                               variant_metrics, with_first_stages)
 from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
@@ -149,24 +151,37 @@ def split_inputs(bench, emb, split) -> SplitInputs:
 
 def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, budgets=None) -> dict:
     """Every section of results.json for one split: main, context, lambda_sweep, edge_ablation, stress and
-    (with ``budgets``, {family: chosen λs}) risk_budget."""
+    (with ``budgets``, {family: chosen λs}) risk_budget. Queries are evaluated in chunks sized so the
+    evaluation's intermediates stay within ``cfg.memory_budget`` bytes (results do not depend on it)."""
     settings = EvalSettings(tuple(cfg.lambdas), cfg.main_lambda, cfg.alpha_value, cfg.k, cfg.n_candidates,
                             len(cfg.seeds), cfg.memory_budget)
-    ev = SplitEvaluation(split_inputs(bench, emb, split), runs, graphs, settings)
+    inputs = with_first_stages(split_inputs(bench, emb, split),
+                          ("description", "named") if uses_first_stages(variants) else ("description",))
+    budgets = budgets or {}
+
+    def one_chunk(xc):
+        ev = SplitEvaluation(xc, runs, graphs, settings)
+        return variant_metrics(ev, variants), {
+            row: beyond.budget_per_query(ev, chosen, beyond.BUDGET_FAMILIES[row], runs["risk_only"], len(cfg.seeds),
+                                         bench.n_folds) for row, chosen in budgets.items()}
+
+    chunk = queries_per_chunk(inputs.q_emb.shape[0], inputs.t_emb.shape[0], rows_per_query(variants, settings),
+                              cfg.memory_budget)
+    per_variant, budget_pq = map_query_chunks(one_chunk, inputs, chunk)
     pq, sweeps, edges = {}, {}, {}
-    for i, v in enumerate(variants):
-        main_pq, grid_pq = ev.metrics(v)
+    for v in variants:
+        main_pq, grid_pq = per_variant[v.name]
         if main_pq is not None and "main" in v.tables:
             pq[v.name] = main_pq
         if main_pq is not None and "edges" in v.tables:
             edges[v.name] = main_pq
         if grid_pq is not None:
             sweeps[v.name] = grid_pq
-        ev.release(variants[i + 1:])
     reduced = {v: reduce_queries(x) for v, x in pq.items()}
     main = {v: pick(r, RESULT_METRICS) for v, r in reduced.items()}
     qs = bench.tests[split]
-    idx, rule_text = select_stress_queries(np.asarray(ev.dense_ranking()), qs.gold, bench.tools.risk, cfg.stress_n)
+    idx, rule_text = select_stress_queries(dense_top(inputs.first["dense", "description"]), qs.gold, bench.tools.risk,
+                                           cfg.stress_n)
     stress_rows = [v.name for v in variants if "stress" in v.tables and v.name in pq]
     return {
         "main": main,
@@ -179,9 +194,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
                             for v in (stress_rows if idx.size else [])}},
         "exposure": {v.name: {m: main[v.name][m] for m in ("rvr@5", "srr@5")}
                      for v in variants if "exposure" in v.tables and v.name in main},
-        "risk_budget": {row: beyond.risk_budget_section(ev, chosen, beyond.BUDGET_FAMILIES[row], runs["risk_only"],
-                                                        bench.test_fold[split], len(cfg.seeds), bench.n_folds)
-                        for row, chosen in (budgets or {}).items()},
+        "risk_budget": {row: beyond.risk_budget_section(chosen, budget_pq[row]) for row, chosen in budgets.items()},
     }
 
 
