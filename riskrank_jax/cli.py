@@ -12,6 +12,7 @@ from riskrank_jax.cli_options import (
     cache_dir_option,
     encoder_option,
     expand_multi_value_options,
+    memory_budget_option,
     risk_head_option,
     seeds_option,
 )
@@ -157,8 +158,9 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
               help="Beyond the paper: 'hard' draws every negative from the frozen encoder's top-50; 'mixed' draws "
                    "2 of the 5 there and 3 uniformly.")
 @click.option("--epochs", type=int, default=10, show_default=True)
+@memory_budget_option
 def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda_aware, lambdas, rel_features,
-          negatives, epochs):
+          negatives, epochs, memory_budget):
     """Train every seed x fold (x λ) model of a benchmark in one jitted, vmapped program."""
     from pathlib import Path
 
@@ -180,7 +182,7 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
                                                  else f"{rel_features}-{negatives}")
     root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
     t0 = time.perf_counter()
-    res = train_run(bench, emb, seeds, cfg, name, enc.model_id, root)
+    res = train_run(bench, emb, seeds, cfg, name, enc.model_id, root, memory_budget=memory_budget)
     dt = time.perf_counter() - t0
     click.echo(f"{benchmark}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"
                + (f" x {len(lambdas)} λ" if lambda_aware else "") + f") in {dt:.1f}s; protocol {bench.protocol}")

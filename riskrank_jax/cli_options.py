@@ -60,8 +60,9 @@ def _bytes_callback(ctx, param, value):
 
 memory_budget_option = click.option(
     "--memory-budget", default="1GiB", show_default=True, callback=_bytes_callback, metavar="SIZE",
-    help="Bytes the scoring of many models x queries x tools may hold at once (e.g. 512MiB, 4GiB); larger "
-         "work is split into calls that fit.")
+    help="Bytes the intermediates of one step may hold at once (e.g. 512MiB, 4GiB): training runs its models "
+         "in groups, scoring and evaluation run queries in chunks, each sized to fit; results do not depend on it "
+         "beyond float rounding.")
 
 
 def expand_multi_value_options(argv: list[str], names=MULTI_VALUE_OPTIONS) -> list[str]:
