@@ -208,7 +208,9 @@ def _relevance_full_concat(p, q, t, query_chunk):
             a, b, w = unit  # [C], [N], scalar
             return acc + w * jax.nn.relu(a[:, None] + b[None, :]), None
 
-        acc, _ = jax.lax.scan(add_unit, jnp.zeros((hc.shape[0], n_t), hc.dtype), (hc.T, ht_t, w2))
+        # the first unit starts the accumulator (not zeros): under shard_map it then carries the inputs' axis type
+        first = w2[0] * jax.nn.relu(hc[:, 0, None] + ht_t[0][None, :])
+        acc, _ = jax.lax.scan(add_unit, first, (hc.T[1:], ht_t[1:], w2[1:]))
         return jax.nn.sigmoid(acc + p["b2"][0])  # [C, N]
 
     return jax.lax.map(one_chunk, hq).reshape(-1, n_t)[:n_q]
