@@ -16,6 +16,14 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 ``--update-reference`` makes the cached run write the committed results under experiments/results/ (for
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
+
+Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30:
+  cached  1,256 s (target 300 s: 0.24x); demo 90 s, UltraTool ~600 s, Seal-Tools 575 s; peak RSS 4,102 MiB for
+          the three benchmarks in one process (each alone, fresh process: UltraTool 3,095 MiB with torch
+          importable, 2,721 MiB in a README install without it; Seal-Tools 2,679 MiB).
+  empty   399 s (target 240 s: 0.60x); encoding 30.8 s (UltraTool, 4,032 texts) + 68.5 s (Seal-Tools, 6,130
+          texts); peak RSS 2,020 MiB.
+Evaluation is most of each sweep (UltraTool 219 s, Seal-Tools 467 s of the cached run).
 """
 
 from __future__ import annotations
