@@ -126,7 +126,7 @@ def full_paths(g, scores, folds, qf):
     gd = g.graph._replace(senders=jnp.asarray(g.senders), receivers=jnp.asarray(g.receivers),
                           edges=jnp.asarray(g.weights))
     dense = jnp.asarray(g.dense)
-    paths = {"scipy.sparse csr @ dense": lambda: scipy_full(s_np, a_hat_t),
+    paths = {"scipy.sparse dense @ csr": lambda: scipy_full(s_np, a_hat_t),
              "smooth_full (neighbour lists)": lambda: smooth_full(s, g, 0.2),
              "former segment sum [E, Q]": lambda: smooth_full_segment_sum(s, gd, 0.2),
              "dense matmul (A on device)": lambda: _dense_jit(s, dense)}
@@ -156,7 +156,7 @@ def bench_full(name, g, scores, folds, qf, repeats, bandwidth):
     print(f"\nfull pool: {name}, Q={q}, N={n}, E={e} directed edges; compulsory traffic {nbytes / 1e6:.1f} MB, "
           f"{flops / 1e9:.3f} GFLOP per call; max |neighbour lists - segment sum| = {diff:.1e}")
     print(f"  {'path':<36} {'wall ms':>8} {'cpu ms':>8} {'vs scipy':>9} {'(cpu)':>6} {'GB/s':>6} {'of bw':>6}")
-    w0, c0 = res["scipy.sparse csr @ dense"]
+    w0, c0 = res["scipy.sparse dense @ csr"]
     for k, (w, c) in res.items():
         base = (res["scipy.sparse, 5 fold graphs"] if "fold" in k else (w0, c0))
         print(f"  {k:<36} {w * 1e3:8.2f} {c * 1e3:8.2f} {base[0] / w:8.2f}x {base[1] / c:5.2f}x "
