@@ -65,8 +65,12 @@ def choose_weight(dense, bm25, gold, *, grid=WEIGHT_GRID, k: int = 5):
     ndcg = np.asarray(_ndcg_per_weight(jnp.asarray(dense), jnp.asarray(bm25), jnp.asarray(gold),
                                        jnp.asarray(grid, jnp.float32), k))
     table = {float(w): float(x) for w, x in zip(grid, ndcg)}
-    best = max(table, key=lambda w: (round(table[w], 6), w))
-    return best, table
+    return _best_weight(table), table
+
+
+def _best_weight(table: dict) -> float:
+    """The weight with the highest NDCG (compared to 6 decimals; ties: the larger weight)."""
+    return max(table, key=lambda w: (round(table[w], 6), w))
 
 
 def choose_weights(dense, bm25, gold, masks, *, grid=WEIGHT_GRID, k: int = 5) -> np.ndarray:
@@ -81,11 +85,8 @@ def choose_weights(dense, bm25, gold, masks, *, grid=WEIGHT_GRID, k: int = 5) ->
     """
     per_query = np.asarray(_ndcg_per_query(jnp.asarray(dense), jnp.asarray(bm25), jnp.asarray(gold),
                                            jnp.asarray(grid, jnp.float32), k))
-    out = []
-    for m in np.asarray(masks, bool):
-        table = {float(w): float(x) for w, x in zip(grid, per_query[:, m].mean(-1))}
-        out.append(max(table, key=lambda w: (round(table[w], 6), w)))
-    return np.asarray(out, np.float32)
+    return np.asarray([_best_weight({float(w): float(x) for w, x in zip(grid, per_query[:, m].mean(-1))})
+                       for m in np.asarray(masks, bool)], np.float32)
 
 
 @functools.partial(jax.jit, static_argnames=("k",))

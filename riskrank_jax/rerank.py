@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from riskrank_jax import metrics
-from riskrank_jax.hybrid import choose_weight, zscore
+from riskrank_jax.hybrid import choose_weights, zscore
 from riskrank_jax.model_groups import plan_groups
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.scoring import top_order
@@ -242,9 +242,7 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
     q_emb, t_emb = jnp.asarray(q_emb, jnp.float32), jnp.asarray(t_emb, jnp.float32)
     feats = features(q_emb, t_emb, bm25)
     if fold_weight is None:
-        dense = np.asarray(q_emb @ t_emb.T)
-        fold_weight = [choose_weight(dense[m], np.asarray(bm25)[m], np.asarray(gold)[m])[0]
-                       for m in np.asarray(fold_mask, bool)]
+        fold_weight = choose_weights(q_emb @ t_emb.T, bm25, gold, fold_mask)
     fold_weight = np.asarray(fold_weight, np.float32)
     train_mask, held_mask = heldout_masks(fold_mask, seeds, config.holdout)
     rows, valid = heldout_rows(held_mask)
