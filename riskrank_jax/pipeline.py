@@ -108,19 +108,22 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray,
     return jnp.asarray(rel), jnp.asarray(risk)
 
 
-def smooth_per_fold(scores, graphs: Sequence, test_fold: np.ndarray, alpha: float):
+def smooth_per_fold(scores, graphs, test_fold: np.ndarray, alpha: float, *, fixed_shapes: bool = False):
     """ToolGraph smoothing in full-pool mode, each query on its own fold's graph (one jitted call).
 
     scores [..., Q, N] (leading axes, e.g. λ and seeds, are folded into the query batch); graphs: one
-    ToolGraph per fold; test_fold int [Q].
+    ToolGraph per fold, or a ``smoothing.FoldGraphs`` (rows = folds); test_fold int [Q].
+    ``fixed_shapes``: see ``smoothing.smooth_full_folds`` (one compiled program for many graphs).
     """
     scores = jnp.asarray(scores)
     flat = scores.reshape(-1, scores.shape[-1])
-    if len(graphs) == 1:
+    if not isinstance(graphs, smoothing.FoldGraphs) and len(graphs) == 1 and not fixed_shapes:
         return smoothing.smooth_full(flat, graphs[0], alpha).reshape(scores.shape)
     n_lead = flat.shape[0] // scores.shape[-2]
     fold = np.tile(np.asarray(test_fold), n_lead)
-    return smoothing.smooth_full_folds(flat, fold, graphs, alpha).reshape(scores.shape)
+    if not isinstance(graphs, smoothing.FoldGraphs) and len(graphs) == 1:
+        fold = np.zeros_like(fold)
+    return smoothing.smooth_full_folds(flat, fold, graphs, alpha, fixed_shapes=fixed_shapes).reshape(scores.shape)
 
 
 def smooth_candidates_per_fold(cand_scores, cand, graphs: Sequence, test_fold: np.ndarray, alpha: float):

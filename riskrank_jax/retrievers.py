@@ -19,7 +19,8 @@ import numpy as np
 from riskrank_jax.logs import quiet_library_loggers
 from riskrank_jax.scoring import rank_order
 
-__all__ = ["bm25_scores", "Bm25Index", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking"]
+__all__ = ["bm25_scores", "Bm25Index", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking",
+           "candidate_full_ranking_host"]
 
 
 def _default_stemmer():
@@ -170,3 +171,19 @@ def candidate_full_ranking(cand: jax.Array, base_ranking: jax.Array) -> jax.Arra
     """
     fn = jnp.vectorize(_candidate_full_ranking_row, signature="(c),(n)->(n)")
     return fn(jnp.asarray(cand, dtype=jnp.int32), jnp.asarray(base_ranking, dtype=jnp.int32))
+
+
+def candidate_full_ranking_host(cand, base_ranking) -> np.ndarray:
+    """``candidate_full_ranking`` computed by numpy on the host (the identical permutation; for evaluation on
+    the CPU backend, where XLA's sort behind the jitted version is slow): cand int [..., C], base_ranking
+    int [..., N] (leading axes broadcast) -> int32 [..., N]."""
+    cand, base = np.asarray(cand, np.int32), np.asarray(base_ranking, np.int32)
+    lead = np.broadcast_shapes(cand.shape[:-1], base.shape[:-1])
+    c, n = cand.shape[-1], base.shape[-1]
+    cand = np.broadcast_to(cand, lead + (c,)).reshape(-1, c)
+    base = np.broadcast_to(base, lead + (n,)).reshape(-1, n)
+    rows = np.arange(cand.shape[0])[:, None]
+    in_cand = np.zeros(base.shape, bool)
+    in_cand[rows, cand] = True
+    tail = base[~in_cand[rows, base]].reshape(-1, n - c)  # row-major: each row keeps its base order
+    return np.concatenate([cand, tail], axis=-1).reshape(lead + (n,))

@@ -4,6 +4,7 @@ risk / permission thresholds.
     s = penalise(rel, risk, 0.1)                          # [..., Q, N]: f_rel − λ·f_risk
     s = penalise(rel, risk, jnp.array([0., .1, .2]))      # [L, ..., Q, N]: a whole λ grid at once
     ranking = rank_order(s)                               # int32 [..., N], best first, ties → lower index
+    ranking = rank_order_host(np.asarray(s))              # the same order, sorted by numpy (CPU evaluation)
     risky = is_risky(levels)                              # r ≥ RISK_THRESHOLD (3)
 
 Risk levels are integers 1..5 (audited labels, or a prediction mapped back to levels). A tool is *risky*
@@ -14,6 +15,9 @@ uses for a tool whose risk comes from a label rather than from a head.
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import jax.numpy as jnp
 import numpy as np
@@ -76,6 +80,51 @@ def rank_order(scores):
     return jnp.argsort(-jnp.asarray(scores), axis=-1, stable=True).astype(jnp.int32)
 
 
+def _order_keys(scores: np.ndarray) -> np.ndarray:
+    """uint64 [R, N]: one key per entry whose ascending order is ``rank_order``'s: the high word maps −score
+    to an unsigned integer in the same order (−0.0 and 0.0 equal, NaN last, as XLA's sort compares floats),
+    the low word is the tool index (ties to the lower index); every key is distinct."""
+    r, n = scores.shape
+    bits = (np.float32(0.0) - scores).view(np.int32)  # 0 − s: −0.0 becomes 0.0
+    keys = np.empty((r, n), np.uint64)
+    words = keys.view(np.uint32).reshape(r, n, 2)  # little-endian words: [..., 0] low, [..., 1] high
+    words[..., 1] = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).view(np.uint32) ^ np.uint32(1 << 31)
+    words[..., 1][np.isnan(scores)] = np.uint32(0xFFFFFFFF)
+    words[..., 0] = np.arange(n, dtype=np.uint32)
+    if not np.little_endian:  # pragma: no cover - the words above assume little-endian order
+        keys = keys.byteswap()
+    return keys
+
+
+def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
+    """``rank_order`` computed by numpy on the host: int32 [..., N], the identical order.
+
+    One distinct uint64 key per entry (``_order_keys``) and an unstable single-key sort, which numpy runs
+    about 15x faster than XLA's CPU sort of (score, index) pairs; rows are split over ``threads`` threads
+    (default: the CPU count; numpy releases the GIL while sorting). For evaluation on the CPU backend: under
+    ``jit`` or on an accelerator use ``rank_order``.
+    """
+    s = np.ascontiguousarray(scores, dtype=np.float32)
+    if s.shape[-1] >= 1 << 32:
+        raise ValueError(f"rank_order_host supports fewer than 2**32 tools, got {s.shape[-1]}")
+    flat = s.reshape(-1, s.shape[-1])
+    out = np.empty(flat.shape, np.int32)
+
+    def sort_rows(lo: int, hi: int) -> None:
+        keys = _order_keys(flat[lo:hi])
+        keys.sort(axis=-1)
+        out[lo:hi] = (keys & np.uint64(0xFFFFFFFF)).astype(np.int32)
+
+    n_threads = max(1, min(threads or os.cpu_count() or 1, flat.shape[0]))
+    bounds = np.linspace(0, flat.shape[0], n_threads + 1).astype(int)
+    if n_threads == 1:
+        sort_rows(0, flat.shape[0])
+    else:
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(sort_rows, bounds[:-1], bounds[1:]))
+    return out.reshape(s.shape)
+
+
 def top_order(scores, k: int):
     """int32 [..., k]: the first k entries of ``rank_order(scores)`` (``lax.top_k`` keeps the lower index first
     among equal scores), without sorting the whole pool."""
@@ -85,4 +134,4 @@ def top_order(scores, k: int):
 
 
 __all__ = ["RISK_THRESHOLD", "SEVERE_THRESHOLD", "PERM_THRESHOLD", "RISK_LEVELS", "is_risky", "is_severe",
-           "is_high_permission", "level_to_score", "penalise", "rank_order", "top_order"]
+           "is_high_permission", "level_to_score", "penalise", "rank_order", "rank_order_host", "top_order"]

@@ -131,8 +131,8 @@ def _block_size(n_nodes: int, itemsize: int, group_sizes: np.ndarray) -> int:
     return int(cs[np.flatnonzero(padded <= 1.05 * padded.min())[-1]])
 
 
-def _block_plan(query_fold: np.ndarray, n_folds: int, c: int):
-    """Blocks of c queries of one fold each.
+def _block_plan(query_fold: np.ndarray, n_folds: int, c: int, n_blocks: int | None = None):
+    """Blocks of c queries of one fold each; ``n_blocks`` pads the plan with empty blocks to that many.
 
     Returns (src int32 [B*c]: query row per block slot, Q for padding; dst int32 [Q]: slot of each query;
     block_fold int32 [B]).
@@ -145,9 +145,24 @@ def _block_plan(query_fold: np.ndarray, n_folds: int, c: int):
     rank = np.arange(q) - (np.cumsum(counts) - counts)[query_fold[order]]
     dst = np.empty(q, np.int64)
     dst[order] = first_slot[query_fold[order]] + rank
-    src = np.full(int(blocks.sum()) * c, q, np.int64)
+    total = int(blocks.sum()) if n_blocks is None else int(n_blocks)
+    if total < blocks.sum():
+        raise ValueError(f"n_blocks={n_blocks} < the {int(blocks.sum())} blocks the queries need")
+    src = np.full(total * c, q, np.int64)
     src[dst] = np.arange(q)
-    return src.astype(np.int32), dst.astype(np.int32), np.repeat(np.arange(n_folds), blocks).astype(np.int32)
+    block_fold = np.zeros(total, np.int64)
+    block_fold[:blocks.sum()] = np.repeat(np.arange(n_folds), blocks)
+    return src.astype(np.int32), dst.astype(np.int32), block_fold.astype(np.int32)
+
+
+def fixed_block_plan(n_queries: int, n_nodes: int, n_folds: int, itemsize: int = 4) -> tuple[int, int]:
+    """(c, B): a block size and block count that fit any assignment of ``n_queries`` queries to ``n_folds``
+    folds (each fold wastes at most one partial block), so the block plan's shapes depend only on
+    (Q, N, F). ``smooth_full_folds(..., fixed_shapes=True)`` uses it: one compiled program then serves
+    every fold assignment and every graph on the same union edge list."""
+    c = int(np.clip(_BLOCK_BYTES // max(1, n_nodes * itemsize), 8, 512)) // 8 * 8
+    c = min(c, -(-max(1, n_queries) // 8) * 8)
+    return c, -(-n_queries // c) + n_folds - 1
 
 
 @functools.partial(jax.jit, static_argnames=("c",))
@@ -170,11 +185,15 @@ def _smooth_blocks_jit(scores, src, dst, block_fold, nbr, edge, row_of_node, sen
     return _combine(scores, p, alpha)
 
 
-def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha):
+def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha, fixed_shapes: bool = False):
     """Neighbour-list smoothing on concrete host arrays; weights [F, E]."""
     lay = neighbour_layout(senders, receivers, scores.shape[-1])
-    c = _block_size(scores.shape[-1], scores.dtype.itemsize, np.bincount(query_fold, minlength=n_folds))
-    src, dst, block_fold = _block_plan(query_fold, n_folds, c)
+    if fixed_shapes:
+        c, n_blocks = fixed_block_plan(scores.shape[0], scores.shape[-1], n_folds, scores.dtype.itemsize)
+    else:
+        c = _block_size(scores.shape[-1], scores.dtype.itemsize, np.bincount(query_fold, minlength=n_folds))
+        n_blocks = None
+    src, dst, block_fold = _block_plan(query_fold, n_folds, c, n_blocks)
     return _smooth_blocks_jit(scores, src, dst, block_fold, lay.nbr, lay.edge, lay.row_of_node,
                               jnp.asarray(senders), jnp.asarray(receivers), jnp.asarray(weights),
                               jnp.asarray(alpha, scores.dtype), c=c)
@@ -238,20 +257,41 @@ class FoldGraphs:
         return int(self.weights.shape[0])
 
 
-def stack_graphs(graphs: Sequence[ToolGraph]) -> FoldGraphs:
-    """Put F ToolGraphs on their union edge list (array ops; no loop over edges)."""
+def stack_graphs(graphs: Sequence[ToolGraph], *, union: FoldGraphs | None = None, n_rows: int | None = None
+                 ) -> FoldGraphs:
+    """Put F ToolGraphs on their union edge list (array ops; no loop over edges).
+
+    ``union``: put them on that FoldGraphs' edge list instead (it must hold every edge of every graph); graphs
+    on one edge list share the neighbour tables and compiled smoothing programs. ``n_rows``: pad the weights
+    with all-zero rows to [n_rows, E] (row f is graph f; same shapes for a different number of graphs).
+    Missing edges get weight 0, which leaves Â unchanged (degrees are weighted)."""
     n = graphs[0].n_nodes
     if any(g.n_nodes != n for g in graphs):
         raise ValueError("all fold graphs must have the same number of nodes")
     keys = [g.receivers.astype(np.int64) * n + g.senders.astype(np.int64) for g in graphs]
-    ukey = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
-    w = np.zeros((len(graphs), ukey.shape[0]), np.float32)
+    if union is None:
+        ukey = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    else:
+        if union.n_nodes != n:
+            raise ValueError(f"union edge list has {union.n_nodes} nodes, the graphs {n}")
+        ukey = union.receivers.astype(np.int64) * n + union.senders.astype(np.int64)
+    w = np.zeros((max(len(graphs), n_rows or 0), ukey.shape[0]), np.float32)
     for f, (g, k) in enumerate(zip(graphs, keys)):  # F <= 5 folds
-        w[f, np.searchsorted(ukey, k)] = g.weights
+        pos = np.minimum(np.searchsorted(ukey, k), max(ukey.shape[0] - 1, 0))
+        if k.size and (ukey.size == 0 or not np.array_equal(ukey[pos], k)):
+            raise ValueError(f"graph {f} has edges outside the union edge list")
+        w[f, pos] = g.weights
     return FoldGraphs((ukey % n).astype(np.int32), (ukey // n).astype(np.int32), w, n)
 
 
-def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs, alpha):
+def union_edges(graph_lists: Sequence[Sequence[ToolGraph]]) -> FoldGraphs:
+    """The union edge list of several lists of ToolGraphs (weights: one row per graph, in order), for
+    ``stack_graphs(..., union=...)``."""
+    return stack_graphs([g for graphs in graph_lists for g in graphs])
+
+
+def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs, alpha, *,
+                      fixed_shapes: bool = False):
     """Full-pool smoothing where query q uses graph ``query_fold[q]`` (UltraTool's 5-fold protocol).
 
     One jitted call, no loop over queries or folds: the fold graphs share a union edge list, queries are
@@ -260,6 +300,9 @@ def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGrap
     Args:
       scores: float [Q, N]; query_fold: int [Q] in 0..F-1; graphs: F ToolGraphs (or ``stack_graphs`` of them);
       alpha: scalar or float [A].
+      fixed_shapes: use ``fixed_block_plan`` (padded block count, block size from N only), so that calls with
+        the same Q, N, F and union edge list reuse one compiled program whatever the fold assignment and
+        weights (an evaluation smoothing many graphs); the result is the same.
     Returns:
       float [Q, N] or [A, Q, N].
     """
@@ -274,7 +317,8 @@ def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGrap
         return _smooth_folds_segment_jit(scores, jnp.asarray(qf, jnp.int32), jnp.asarray(fg.senders),
                                          jnp.asarray(fg.receivers), jnp.asarray(fg.weights),
                                          jnp.asarray(alpha, scores.dtype))
-    return _smooth_lists(scores, qf.astype(np.int64), fg.senders, fg.receivers, fg.weights, fg.n_folds, alpha)
+    return _smooth_lists(scores, qf.astype(np.int64), fg.senders, fg.receivers, fg.weights, fg.n_folds, alpha,
+                         fixed_shapes)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -471,7 +515,8 @@ smooth_full_dense_kernel = _smooth_full_dense_jit
 smooth_candidates_dense_kernel = _smooth_candidates_dense_jit
 induced_adjacency = _induced_adjacency
 
-__all__ = ["smooth_full", "smooth_full_segment_sum", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs", "stack_graphs",
+__all__ = ["smooth_full", "smooth_full_segment_sum", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs",
+           "stack_graphs", "union_edges", "fixed_block_plan",
            "FoldGraphs", "normalized_edge_weights", "smooth_full_dense", "smooth_candidates_dense",
            "dense_normalized_adjacency", "smooth_padded_kernel", "smooth_full_dense_kernel",
            "smooth_candidates_dense_kernel", "induced_adjacency"]

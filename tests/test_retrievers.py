@@ -114,3 +114,6 @@ def test_candidate_full_ranking():
     np.testing.assert_array_equal(np.asarray(vm[0]), out)
     # Candidates = the base top-C in base order -> the base ranking itself.
     np.testing.assert_array_equal(np.asarray(R.candidate_full_ranking(base[:, :C], base)), base)
+    # the numpy version is the same permutation, leading axes included
+    np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base), out)
+    np.testing.assert_array_equal(R.candidate_full_ranking_host(cands, base), np.asarray(vm))

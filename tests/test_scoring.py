@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.scoring import (PERM_THRESHOLD, RISK_THRESHOLD, SEVERE_THRESHOLD, is_high_permission, is_risky,
+from riskrank_jax.scoring import (rank_order_host, PERM_THRESHOLD, RISK_THRESHOLD, SEVERE_THRESHOLD, is_high_permission, is_risky,
                                   is_severe, level_to_score, penalise, rank_order)
 
 
@@ -48,3 +48,30 @@ def test_thresholds():
     np.testing.assert_array_equal(np.asarray(is_risky(jnp.asarray(levels))), [False, False, True, True, True])
     np.testing.assert_array_equal(is_high_permission([0, 1, 2, 3]), [False, False, True, True])
     np.testing.assert_allclose(level_to_score(levels), [0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+def tricky_scores(rng, q=24, n=300):
+    """Scores with every hard case of the order: ±0.0, ties, ±inf, NaN of both signs, a whole-NaN row."""
+    x = rng.normal(size=(q, n)).astype(np.float32)
+    x[:, :50] = 0.0
+    x[:, 50:80] = -0.0
+    x[:, 80:90] = np.inf
+    x[:, 90:95] = -np.inf
+    x[:, 95:140] = np.round(x[:, 95:140])  # many exact ties
+    x[3, 5], x[4, 7] = np.nan, -np.nan
+    x[5] = np.nan
+    return x
+
+
+def test_rank_order_host_equals_rank_order():
+    rng = np.random.default_rng(0)
+    x = tricky_scores(rng)
+    np.testing.assert_array_equal(rank_order_host(x), np.asarray(rank_order(x)))
+    np.testing.assert_array_equal(rank_order_host(x, threads=1), np.asarray(rank_order(x)))
+    # -0.0 and 0.0 are equal (ties to the lower index), NaN ranks last, +inf first
+    np.testing.assert_array_equal(rank_order_host(np.array([0.0, -0.0, np.nan, 1.0, -np.inf, np.inf], np.float32)),
+                                  [5, 3, 0, 1, 4, 2])
+    x3 = rng.normal(size=(2, 3, 17)).astype(np.float32)
+    out = rank_order_host(x3, threads=3)
+    assert out.shape == (2, 3, 17) and out.dtype == np.int32
+    np.testing.assert_array_equal(out, np.asarray(rank_order(x3)))

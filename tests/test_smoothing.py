@@ -260,3 +260,34 @@ def test_real_ultratool_graph(real_data_dir):
     ref = ref_candidates(cs, cand, lambda q: g.dense, 0.2)
     assert np.abs(ref - cs).max() > 1e-3
     np.testing.assert_allclose(np.asarray(smooth_candidates(cs, cand, g, 0.2)), ref, atol=TOL)
+
+
+def test_graphs_on_a_union_edge_list_and_fixed_shapes():
+    """Fold graphs, an edge-type subset and a registry graph put on ONE union edge list (padded weight rows)
+    give the result each gives alone; with fixed_shapes every one (and any fold assignment) runs one program."""
+    rng = np.random.default_rng(9)
+    n = 40
+    emb = rng.normal(size=(n, 4)).astype(np.float32)
+    perm = rng.random((n, 5)) < 0.1
+    risk = rng.integers(1, 6, n)
+    gold = rng.integers(0, 15, size=(200, 3))
+    gs = build_fold_graphs(emb, perm, risk, gold, np.stack([np.arange(200) % 5 != f for f in range(5)]))
+    sub = [with_edge_types(g, ("semantic", "permission")) for g in gs]
+    registry = [build_tool_graph(emb, perm, risk, np.full((1, 1), -1))]
+    union = smoothing.union_edges([gs, sub, registry])
+    assert union.senders.shape[0] >= max(g.n_edges for g in gs + sub + registry)
+    s = rng.normal(size=(24, n)).astype(np.float32)
+    qf = rng.integers(0, 5, 24)
+    compiles = []
+    for graphs, fold in ((gs, qf), (sub, qf), (registry, np.zeros(24, int)), (gs, np.sort(qf))):
+        fg = stack_graphs(graphs, union=union, n_rows=5)
+        assert fg.weights.shape == (5, union.senders.shape[0])
+        before = smoothing._smooth_blocks_jit._cache_size()
+        got = np.asarray(smooth_full_folds(s, fold, fg, 0.2, fixed_shapes=True))
+        compiles.append(smoothing._smooth_blocks_jit._cache_size() - before)
+        for q in range(24):
+            np.testing.assert_allclose(got[q], ref_full(s[q:q + 1], graphs[fold[q]].dense, 0.2)[0], atol=TOL)
+        np.testing.assert_allclose(got, np.asarray(smooth_full_folds(s, fold, graphs, 0.2)), atol=1e-6)
+    assert compiles[1:] == [0, 0, 0]  # one compiled program for all of them
+    with pytest.raises(ValueError, match="outside the union"):
+        stack_graphs(gs, union=smoothing.union_edges([sub]))

@@ -27,10 +27,10 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax import pipeline as P
-from riskrank_jax import rerank, retrievers
+from riskrank_jax import rerank, retrievers, smoothing
 from riskrank_jax.graph import with_edge_types
 from riskrank_jax.hybrid import fuse
-from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, top_order
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
@@ -51,9 +51,25 @@ def per_slice(fn, *arrays):
     return jax.tree.map(lambda *o: jnp.stack(o).reshape(lead + o[0].shape), *outs)
 
 
+def host_sorts() -> bool:
+    """Whether rankings are sorted by numpy on the host (the CPU backend, where XLA's sort of (score, index)
+    pairs is ~15x slower than ``rank_order_host``) rather than by XLA (accelerators)."""
+    return jax.default_backend() == "cpu"
+
+
 def rank_slices(scores):
-    """``rank_order`` of scores [..., Q, N], one jitted call per [Q, N] slice."""
+    """``rank_order`` of scores [..., Q, N]: by numpy on the CPU backend, else one jitted call per [Q, N]
+    slice. The same permutation either way."""
+    if host_sorts():
+        return rank_order_host(np.asarray(scores))
     return per_slice(retrievers.rank_full, scores)
+
+
+def full_rankings(candidate_ranking, base_ranking):
+    """``retrievers.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
+    if host_sorts():
+        return retrievers.candidate_full_ranking_host(np.asarray(candidate_ranking), np.asarray(base_ranking))
+    return per_slice(lambda c: retrievers.candidate_full_ranking(c, base_ranking), candidate_ranking)
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,8 +129,10 @@ def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_b
 class SplitEvaluation:
     """Memoised stages of every variant on one split. ``runs``: {run name: TrainResult | risk params}."""
 
-    def __init__(self, inputs: SplitInputs, runs: dict, graphs: dict, settings: EvalSettings):
+    def __init__(self, inputs: SplitInputs, runs: dict, graphs: dict, settings: EvalSettings,
+                 full_graphs: dict | None = None):
         self.x, self.runs, self.graphs, self.s = inputs, runs, graphs, settings
+        self.full_graphs = full_graphs  # ``full_pool_graphs`` of the split's variants (None: built per variant)
         self._memo: dict = {}
 
     def _cached(self, key, fn):
@@ -131,7 +149,7 @@ class SplitEvaluation:
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
-        return self._cached("dense_rank", lambda: retrievers.rank_full(self.dense()))
+        return self._cached("dense_rank", lambda: rank_slices(self.dense()))
 
     def bm25(self, text: str = "description"):
         if self.x.first and ("bm25", text) in self.x.first:
@@ -150,7 +168,7 @@ class SplitEvaluation:
 
     def first_stage_ranking(self, v):
         return self.dense_ranking() if v.first_stage == "dense" else self._cached(
-            ("hybrid_rank", v.tool_text), lambda: retrievers.rank_full(self.hybrid(v.tool_text)))
+            ("hybrid_rank", v.tool_text), lambda: rank_slices(self.hybrid(v.tool_text)))
 
     def reranked(self, text: str):
         """The correction reranker's gated scores [S, Q, N] (each query under its fold's models)."""
@@ -234,6 +252,13 @@ class SplitEvaluation:
             graphs = [with_edge_types(g, v.edge_types) for g in graphs]
         return graphs
 
+    def full_graph(self, v):
+        """(FoldGraphs, per_fold) of a full-pool graph variant (see ``full_pool_graphs``)."""
+        key = (v.graph, v.edge_types)
+        if self.full_graphs is None or key not in self.full_graphs:
+            return self._cached(("full_graph",) + key, lambda: full_pool_graphs(self.graphs, [v])[key])
+        return self.full_graphs[key]
+
     def _candidate_ranking(self, v, s):
         cand = retrievers.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
         cs = P.gather_candidates(s, cand)
@@ -243,8 +268,7 @@ class SplitEvaluation:
         return per_slice(lambda c: P.candidate_ranking(c, cand), cs)
 
     def _full_ranking(self, v, candidate_ranking):
-        base = self.first_stage_ranking(v)
-        return per_slice(lambda c: retrievers.candidate_full_ranking(c, base), candidate_ranking)
+        return full_rankings(candidate_ranking, self.first_stage_ranking(v))
 
     def _rule(self, ranking):
         return per_slice(lambda r: P.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
@@ -262,8 +286,9 @@ class SplitEvaluation:
             if v.rule_filter:
                 return self._rule(self.ranking(_without_rule(v)))
             if v.graph:
-                graphs = self.graph_list(v)
-                s = per_slice(lambda x: P.smooth_per_fold(x, graphs, self.x.fold, self.s.alpha), s)
+                fg, per_fold = self.full_graph(v)
+                fold = np.asarray(self.x.fold) if per_fold else np.zeros_like(np.asarray(self.x.fold))
+                s = per_slice(lambda x: P.smooth_per_fold(x, fg, fold, self.s.alpha, fixed_shapes=True), s)
             return rank_slices(s)
 
         return self._cached(key, build)
@@ -296,6 +321,33 @@ class SplitEvaluation:
         keep |= {("ranking",) + _without_rule(u).spec() for u in remaining if u.rule_filter}
         for key in [k for k in self._memo if k[0] == "ranking" and k not in keep]:
             del self._memo[key]
+
+
+# ---------------------------------------------------------------------------------------------- graphs
+
+
+def graph_lists(graphs: dict, variants) -> dict:
+    """{(graph, edge_types): [ToolGraph per fold]} of the full-pool graph variants among ``variants``."""
+    out = {}
+    for v in variants:
+        if v.graph and not v.candidates and (v.graph, v.edge_types) not in out:
+            lists = graphs[v.graph]
+            out[v.graph, v.edge_types] = lists if v.edge_types is None else [with_edge_types(g, v.edge_types)
+                                                                              for g in lists]
+    return out
+
+
+def full_pool_graphs(graphs: dict, variants) -> dict:
+    """{(graph, edge_types): (FoldGraphs, per_fold)} for the full-pool graph variants: every graph on ONE union
+    edge list with the same number of weight rows, so that with ``fixed_shapes`` the smoothing of all of them
+    (and of every query chunk) runs one compiled program (a compile costs seconds; a call tens of ms).
+    per_fold: whether queries use their fold's row (else row 0, a graph shared by all folds)."""
+    lists = graph_lists(graphs, variants)
+    if not lists:
+        return {}
+    union = smoothing.union_edges(list(lists.values()))
+    n_rows = max(len(gl) for gl in lists.values())
+    return {key: (smoothing.stack_graphs(gl, union=union, n_rows=n_rows), len(gl) > 1) for key, gl in lists.items()}
 
 
 # ---------------------------------------------------------------------------------------------- query chunks
@@ -418,5 +470,6 @@ def pick(reduced: dict, keys) -> dict:
     return metrics.summarize({m: np.atleast_1d(reduced[m]) for m in keys})
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
            "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
-           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices", "fold_model_scores",
+           "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices",
+           "full_rankings", "host_sorts", "fold_model_scores", "full_pool_graphs", "graph_lists",
            "CHUNK_STEP"]

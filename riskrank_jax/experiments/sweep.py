@@ -29,7 +29,8 @@ from riskrank_jax.encoder import load_encoder
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
-                                               SplitInputs, dense_top, map_query_chunks, pick, queries_per_chunk,
+                                               SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
+                                               queries_per_chunk,
                                                reduce_queries, rows_per_query, select_stress_queries,
                                                variant_metrics, with_first_stages)
 from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
@@ -158,9 +159,10 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
     budgets = budgets or {}
+    full_graphs = full_pool_graphs(graphs, variants)
 
     def one_chunk(xc):
-        ev = SplitEvaluation(xc, runs, graphs, settings)
+        ev = SplitEvaluation(xc, runs, graphs, settings, full_graphs)
         return variant_metrics(ev, variants), {
             row: beyond.budget_per_query(ev, chosen, beyond.BUDGET_FAMILIES[row], runs["risk_only"], len(cfg.seeds),
                                          bench.n_folds) for row, chosen in budgets.items()}
