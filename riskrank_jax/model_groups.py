@@ -7,10 +7,18 @@
 Every group has the same size (one compilation serves all), a multiple of ``multiple`` (the device count when
 the model axis is sharded). Groups are balanced: ceil(M / groups) models each, never more than the budget
 allows, at least one model.
+
+Within a group, ``map_models(fn, in_axes)`` maps a one-model function over the model axis: ``jax.vmap`` on an
+accelerator (or several devices, where the model axis is sharded), and on a single CPU device ``lax.map`` (the
+models one after another inside the same jitted program). Measured on a 2-core CPU (UltraTool, 15 models):
+one epoch of the dual heads 1.9 s mapped vs 2.7 s vmapped, one step of the correction reranker 415 vs 1,193 ms
+— XLA's CPU kernels for batched small matmuls, gathers and scatter-adds are slower than a loop over the
+unbatched ones. A model's result is the same either way up to float rounding (the reranker's: identical).
 """
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 
@@ -33,4 +41,27 @@ def plan_groups(n_models: int, bytes_per_model: int, budget: int,
             for m0 in range(0, n_models, size)]
 
 
-__all__ = ["group_size", "plan_groups"]
+def map_models(fn, in_axes):
+    """``fn`` mapped over the leading (model) axis of the arguments whose ``in_axes`` entry is 0 (the others,
+    None, are shared): ``jax.vmap(fn, in_axes)`` unless the default backend is one CPU device, where it is the
+    equivalent ``lax.map`` (see the module docstring). Decided when called (when a program is built)."""
+    in_axes = tuple(in_axes)
+    if any(a not in (0, None) for a in in_axes):
+        raise ValueError(f"in_axes entries must be 0 or None, got {in_axes}")
+    if jax.default_backend() != "cpu" or jax.device_count() > 1:
+        return jax.vmap(fn, in_axes=in_axes)
+    mapped = [i for i, a in enumerate(in_axes) if a == 0]
+
+    def over_models(*args):
+        def one(xs):
+            full = list(args)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            return fn(*full)
+
+        return jax.lax.map(one, [args[i] for i in mapped])
+
+    return over_models
+
+
+__all__ = ["group_size", "plan_groups", "map_models"]

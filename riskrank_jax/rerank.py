@@ -16,7 +16,8 @@ of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on th
 (ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
 (γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
 
-Every (seed, fold) model trains in one jitted, vmapped program, run over groups of models sized by bytes
+Every (seed, fold) model trains in one jitted program mapped over the models (``model_groups.map_models``),
+run over groups of models sized by bytes
 (``memory_budget``); the held-out NDCG@5 scores only the held-out queries, in blocks sized by bytes.
 """
 
@@ -32,7 +33,7 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.hybrid import choose_weights, zscore
-from riskrank_jax.model_groups import plan_groups
+from riskrank_jax.model_groups import map_models, plan_groups
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.scoring import top_order
 
@@ -231,7 +232,8 @@ def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int
 
 def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankConfig = RerankConfig(), *,
                     fold_weight=None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> RerankModels:
-    """Every (seed, fold) reranker: one jitted, vmapped program run over equal groups of models sized by bytes.
+    """Every (seed, fold) reranker: one jitted program over the model axis (``map_models``) run over equal groups
+    of models sized by bytes.
 
     Args:
       q_emb [Q, d], t_emb [N, d]: training queries and tools; bm25 [Q, N]: BM25 of the training queries;
@@ -252,8 +254,9 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
     per_model, q_chunk = plan_memory(q_emb.shape[0], t_emb.shape[0], np.asarray(gold).shape[1], rows.shape[1],
                                      q_emb.shape[1], config, memory_budget)
     gold_j = jnp.asarray(gold)
-    program = jax.jit(jax.vmap(lambda k, w, tm, hr, hv: _train_one(k, w, tm, hr, hv, q_emb, t_emb, feats, gold_j,
-                                                                   config=config, q_chunk=q_chunk)))
+    program = jax.jit(map_models(lambda k, w, tm, hr, hv: _train_one(k, w, tm, hr, hv, q_emb, t_emb, feats, gold_j,
+                                                                     config=config, q_chunk=q_chunk),
+                                 in_axes=(0, 0, 0, 0, 0)))
     outs = []
     for ix, n in plan_groups(len(weights), per_model, memory_budget):
         out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(train_mask[ix]), jnp.asarray(rows[ix]),

@@ -1,4 +1,6 @@
-"""Training of the dual heads: every (seed, fold[, λ]) model of a run in one jitted, vmapped program.
+"""Training of the dual heads: every (seed, fold[, λ]) model of a run in one jitted program over the model axis
+(vmapped; on a single CPU device a ``lax.map`` over the models, which XLA runs faster there: see
+``model_groups.map_models``).
 
 Usage::
 
@@ -52,7 +54,7 @@ import optax
 from riskrank_jax import checkpoints as ckpt
 from riskrank_jax import model as rr_model
 from riskrank_jax.minibatch import minibatch_epochs
-from riskrank_jax.model_groups import plan_groups
+from riskrank_jax.model_groups import map_models, plan_groups
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.errors import CacheError
 from riskrank_jax.scoring import level_to_score, penalise
@@ -357,9 +359,11 @@ def _init_program(hidden: int, rel_features: str, dim: int):
 
 
 @functools.lru_cache(maxsize=32)
-def _epoch_program(config: TrainConfig, steps: int):
+def _epoch_program(config: TrainConfig, steps: int, backend: str, n_devices: int):
+    """One epoch of a group of models (``map_models``: vmapped, or lax.map on one CPU device); the cache key
+    holds the backend and device count that choice depends on."""
     fn = functools.partial(_one_epoch, config=config, steps=steps)
-    return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, 0, 0, None, None)))
+    return jax.jit(map_models(fn, in_axes=(0, 0, 0, 0, 0, None, None)))
 
 
 def _programs(config: TrainConfig, steps: int, n_hold_max: int, dim: int):
@@ -369,7 +373,7 @@ def _programs(config: TrainConfig, steps: int, n_hold_max: int, dim: int):
     return (
         _build_program(config.negatives, config.n_neg, n_hold_max, config.hard_per_positive),
         _init_program(config.hidden, config.rel_features, dim),
-        _epoch_program(epoch_cfg, steps),
+        _epoch_program(epoch_cfg, steps, jax.default_backend(), jax.device_count()),
     )
 
 

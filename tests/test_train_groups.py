@@ -70,3 +70,26 @@ def test_reranker_one_model_per_group_equals_one_group_and_scores_heldout_querie
             per_q = np.asarray(metrics.ndcg_at_k(top_order(s, 5), gold, k=5))
             held = every.heldout_mask[m]
             np.testing.assert_allclose(every.heldout_ndcg_by_gate[m, i], per_q[held].mean(), atol=1e-6)
+
+
+def test_map_models_equals_vmap():
+    """map_models over a model axis (lax.map on one CPU device) gives vmap's result; shared args are not mapped."""
+    import jax
+    import jax.numpy as jnp
+
+    from riskrank_jax.model_groups import map_models
+
+    def fn(w, x, b):  # one model: w [3, 4], shared x [5, 3], b [4]
+        return jnp.tanh(x @ w + b).sum(0), (w * 2.0).max()
+
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.normal(size=(6, 3, 4)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
+    b = jnp.asarray(rng.normal(size=(6, 4)), jnp.float32)
+    got = jax.jit(map_models(fn, in_axes=(0, None, 0)))(w, x, b)
+    want = jax.vmap(fn, in_axes=(0, None, 0))(w, x, b)
+    assert got[0].shape == (6, 4) and got[1].shape == (6,)
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), atol=0)
+    with pytest.raises(ValueError, match="in_axes"):
+        map_models(fn, in_axes=(1, None, 0))
