@@ -101,13 +101,37 @@ def candidate_features(feats, cand):
     return jnp.take_along_axis(feats, jnp.maximum(cand, 0)[..., None], axis=1)
 
 
+@jax.custom_vjp
+def pair_products(qu, tv, cand):
+    """[Q, K]: qu[q] · tv[cand[q, k]] for qu [Q, r], tv [N, r], cand int [Q, K] (valid ids).
+
+    Computed as one [Q, N] matmul and a gather of K scalars per query, with a custom gradient that scatters the
+    [Q, K] cotangent into a dense [Q, N] block and takes two matmuls. On a CPU this is ~1.5x faster per
+    training step than gathering the [Q, K, r] factor rows and scatter-adding their gradient (measured on
+    UltraTool, 15 models, K = 207, r = 32: 287 vs 415 ms); equal up to float rounding."""
+    return jnp.take_along_axis(qu @ tv.T, cand, axis=1)
+
+
+def _pair_products_fwd(qu, tv, cand):
+    return pair_products(qu, tv, cand), (qu, tv, cand)
+
+
+def _pair_products_bwd(res, g):
+    qu, tv, cand = res
+    dense = jnp.zeros((qu.shape[0], tv.shape[0]), g.dtype).at[jnp.arange(qu.shape[0])[:, None], cand].add(g)
+    return dense @ tv, dense.T @ qu, None
+
+
+pair_products.defvjp(_pair_products_fwd, _pair_products_bwd)
+
+
 def _loss(params, q_emb, t_emb, f, cand, n_gold, mask, l2):
     """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first);
     f = ``candidate_features`` (fixed during training, so gathered once, not every step)."""
     valid_c = cand >= 0
     c = jnp.maximum(cand, 0)
-    tv = (t_emb @ params["V"])[c]  # [Q, K, r]
-    logits = params["T"] * (f @ params["w"] + jnp.einsum("qr,qkr->qk", q_emb @ params["U"], tv))
+    bilinear = pair_products(q_emb @ params["U"], t_emb @ params["V"], c)  # [Q, K]
+    logits = params["T"] * (f @ params["w"] + bilinear)
     logp = jax.nn.log_softmax(jnp.where(valid_c, logits, -jnp.inf), axis=-1)
     valid = valid_c[:, :n_gold] & mask[:, None]
     reg = l2 * (jnp.sum(params["U"] ** 2) + jnp.sum(params["V"] ** 2))
@@ -286,4 +310,4 @@ def rerank_scores(models: RerankModels, q_emb, t_emb, bm25, *, n_seeds: int, tes
 
 __all__ = ["RerankConfig", "RerankModels", "features", "init_params", "correction_scores", "gated_scores",
            "heldout_masks", "train_rerankers", "all_model_scores", "rerank_scores",
-           "training_candidates", "candidate_features", "heldout_rows", "plan_memory"]
+           "training_candidates", "candidate_features", "heldout_rows", "plan_memory", "pair_products"]
