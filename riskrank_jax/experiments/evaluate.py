@@ -60,15 +60,25 @@ def host_sorts() -> bool:
 def rank_slices(scores):
     """``rank_order`` of scores [..., Q, N]: by numpy on the CPU backend, else one jitted call per [Q, N]
     slice. The same permutation either way."""
-    if host_sorts():
-        return rank_order_host(np.asarray(scores))
+    if host_sorts():  # slice by slice: the sort keys (8 bytes per entry) of one [Q, N] slice at a time
+        scores = np.asarray(scores)
+        flat = scores.reshape((-1,) + scores.shape[-2:])
+        out = np.empty(flat.shape, np.int32)
+        for i, x in enumerate(flat):
+            out[i] = rank_order_host(x)
+        return out.reshape(scores.shape)
     return per_slice(retrievers.rank_full, scores)
 
 
 def full_rankings(candidate_ranking, base_ranking):
     """``retrievers.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
-    if host_sorts():
-        return retrievers.candidate_full_ranking_host(np.asarray(candidate_ranking), np.asarray(base_ranking))
+    if host_sorts():  # slice by slice, as rank_slices
+        cand, base = np.asarray(candidate_ranking), np.asarray(base_ranking)
+        flat = cand.reshape((-1,) + cand.shape[-2:])
+        out = np.empty(flat.shape[:-1] + base.shape[-1:], np.int32)
+        for i, c in enumerate(flat):
+            out[i] = retrievers.candidate_full_ranking_host(c, base)
+        return out.reshape(cand.shape[:-1] + base.shape[-1:])
     return per_slice(lambda c: retrievers.candidate_full_ranking(c, base_ranking), candidate_ranking)
 
 
