@@ -17,13 +17,15 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
-Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30:
-  cached  1,256 s (target 300 s: 0.24x); demo 90 s, UltraTool ~600 s, Seal-Tools 575 s; peak RSS 4,102 MiB for
-          the three benchmarks in one process (each alone, fresh process: UltraTool 3,095 MiB with torch
-          importable, 2,721 MiB in a README install without it; Seal-Tools 2,679 MiB).
-  empty   399 s (target 240 s: 0.60x); encoding 30.8 s (UltraTool, 4,032 texts) + 68.5 s (Seal-Tools, 6,130
-          texts); peak RSS 2,020 MiB.
-Evaluation is most of each sweep (UltraTool 219 s, Seal-Tools 467 s of the cached run).
+Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30, dev environment
+(the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process):
+  cached  687 s (target 300 s: 0.44x; 1,256 s before numpy-sorted evaluation rankings, one compiled
+          smoothing program per split and lax.map training on CPU); demo ~90 s with start-up, UltraTool 349 s,
+          Seal-Tools 245 s; peak RSS 4,279 MiB for the three benchmarks in one process.
+  empty   260 s (target 240 s: 0.92x; 399 s before); encoding 33.2 s (UltraTool) + 66.9 s (Seal-Tools), loading
+          the encoder 10.4 + 10.6 s; peak RSS 2,327 MiB.
+Training is now most of each cached sweep (UltraTool: core 27 s, lambda-aware 85 s, core_plus 37 s, reranker
+88 s; evaluation 85 s).
 """
 
 from __future__ import annotations
