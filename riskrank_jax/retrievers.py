@@ -185,5 +185,5 @@ def candidate_full_ranking_host(cand, base_ranking) -> np.ndarray:
     rows = np.arange(cand.shape[0])[:, None]
     in_cand = np.zeros(base.shape, bool)
     in_cand[rows, cand] = True
-    tail = base[~in_cand[rows, base]].reshape(-1, n - c)  # row-major: each row keeps its base order
+    tail = base[~in_cand[rows, base]].reshape(base.shape[0], n - c)  # row-major: each row keeps its base order
     return np.concatenate([cand, tail], axis=-1).reshape(lead + (n,))

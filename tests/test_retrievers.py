@@ -117,3 +117,13 @@ def test_candidate_full_ranking():
     # the numpy version is the same permutation, leading axes included
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base), out)
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cands, base), np.asarray(vm))
+
+
+def test_candidate_full_ranking_host_whole_pool():
+    """Candidates covering the whole pool (a registry smaller than the candidate count): the candidates alone."""
+    rng = np.random.default_rng(4)
+    base = np.stack([rng.permutation(9) for _ in range(3)]).astype(np.int32)
+    cand = np.stack([rng.permutation(9) for _ in range(3)]).astype(np.int32)
+    np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base), cand)
+    np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base),
+                                  np.asarray(R.candidate_full_ranking(cand, base)))
