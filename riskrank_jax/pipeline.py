@@ -117,12 +117,11 @@ def smooth_per_fold(scores, graphs, test_fold: np.ndarray, alpha: float, *, fixe
     """
     scores = jnp.asarray(scores)
     flat = scores.reshape(-1, scores.shape[-1])
-    if not isinstance(graphs, smoothing.FoldGraphs) and len(graphs) == 1 and not fixed_shapes:
+    single = not isinstance(graphs, smoothing.FoldGraphs) and len(graphs) == 1  # one graph for every query
+    if single and not fixed_shapes:
         return smoothing.smooth_full(flat, graphs[0], alpha).reshape(scores.shape)
-    n_lead = flat.shape[0] // scores.shape[-2]
-    fold = np.tile(np.asarray(test_fold), n_lead)
-    if not isinstance(graphs, smoothing.FoldGraphs) and len(graphs) == 1:
-        fold = np.zeros_like(fold)
+    test_fold = np.asarray(test_fold)
+    fold = np.tile(np.zeros_like(test_fold) if single else test_fold, flat.shape[0] // scores.shape[-2])
     return smoothing.smooth_full_folds(flat, fold, graphs, alpha, fixed_shapes=fixed_shapes).reshape(scores.shape)
 
 

@@ -87,12 +87,11 @@ def _order_keys(scores: np.ndarray) -> np.ndarray:
     r, n = scores.shape
     bits = (np.float32(0.0) - scores).view(np.int32)  # 0 − s: −0.0 becomes 0.0
     keys = np.empty((r, n), np.uint64)
-    words = keys.view(np.uint32).reshape(r, n, 2)  # little-endian words: [..., 0] low, [..., 1] high
-    words[..., 1] = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).view(np.uint32) ^ np.uint32(1 << 31)
-    words[..., 1][np.isnan(scores)] = np.uint32(0xFFFFFFFF)
-    words[..., 0] = np.arange(n, dtype=np.uint32)
-    if not np.little_endian:  # pragma: no cover - the words above assume little-endian order
-        keys = keys.byteswap()
+    words = keys.view(np.uint32).reshape(r, n, 2)  # the two 32-bit words of each key, in memory order
+    hi, lo = (1, 0) if np.little_endian else (0, 1)
+    words[..., hi] = (bits ^ ((bits >> 31) & np.int32(0x7FFFFFFF))).view(np.uint32) ^ np.uint32(1 << 31)
+    words[..., hi][np.isnan(scores)] = np.uint32(0xFFFFFFFF)
+    words[..., lo] = np.arange(n, dtype=np.uint32)
     return keys
 
 

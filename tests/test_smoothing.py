@@ -125,15 +125,20 @@ def test_subset_graph_changes_result():
     assert np.abs(np.asarray(smooth_full(s, sub, 0.2)) - np.asarray(smooth_full(s, g, 0.2))).max() > 1e-3
 
 
-def test_full_folds():
-    rng = np.random.default_rng(5)
-    n = 40
+def random_fold_graphs(rng, n=40):
+    """(emb, perm, risk, 5 fold ToolGraphs) of a random n-tool registry with 200 training queries."""
     emb = rng.normal(size=(n, 4)).astype(np.float32)
     perm = rng.random((n, 5)) < 0.1
     risk = rng.integers(1, 6, n)
     gold = rng.integers(0, 15, size=(200, 3))
     fold_mask = np.stack([np.arange(200) % 5 != f for f in range(5)])
-    gs = build_fold_graphs(emb, perm, risk, gold, fold_mask)
+    return emb, perm, risk, build_fold_graphs(emb, perm, risk, gold, fold_mask)
+
+
+def test_full_folds():
+    rng = np.random.default_rng(5)
+    n = 40
+    _, _, _, gs = random_fold_graphs(rng, n)
     fg = stack_graphs(gs)
     assert fg.weights.shape == (5, fg.senders.shape[0])
     s = rng.normal(size=(17, n)).astype(np.float32)
@@ -267,11 +272,7 @@ def test_graphs_on_a_union_edge_list_and_fixed_shapes():
     give the result each gives alone; with fixed_shapes every one (and any fold assignment) runs one program."""
     rng = np.random.default_rng(9)
     n = 40
-    emb = rng.normal(size=(n, 4)).astype(np.float32)
-    perm = rng.random((n, 5)) < 0.1
-    risk = rng.integers(1, 6, n)
-    gold = rng.integers(0, 15, size=(200, 3))
-    gs = build_fold_graphs(emb, perm, risk, gold, np.stack([np.arange(200) % 5 != f for f in range(5)]))
+    emb, perm, risk, gs = random_fold_graphs(rng, n)
     sub = [with_edge_types(g, ("semantic", "permission")) for g in gs]
     registry = [build_tool_graph(emb, perm, risk, np.full((1, 1), -1))]
     union = smoothing.union_edges([gs, sub, registry])

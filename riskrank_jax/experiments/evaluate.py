@@ -57,28 +57,26 @@ def host_sorts() -> bool:
     return jax.default_backend() == "cpu"
 
 
+def host_per_slice(fn, x, *shared):
+    """``per_slice`` on the host: ``fn(slice, *shared)`` over the [Q, X] slices of the numpy array x [..., Q, X],
+    one slice at a time (so a slice's temporaries, e.g. sort keys, are all that is held), stacked to [..., Q, Y]."""
+    x = np.asarray(x)
+    outs = [fn(xs, *shared) for xs in x.reshape((-1,) + x.shape[-2:])]
+    return np.stack(outs).reshape(x.shape[:-1] + outs[0].shape[-1:])
+
+
 def rank_slices(scores):
     """``rank_order`` of scores [..., Q, N]: by numpy on the CPU backend, else one jitted call per [Q, N]
     slice. The same permutation either way."""
-    if host_sorts():  # slice by slice: the sort keys (8 bytes per entry) of one [Q, N] slice at a time
-        scores = np.asarray(scores)
-        flat = scores.reshape((-1,) + scores.shape[-2:])
-        out = np.empty(flat.shape, np.int32)
-        for i, x in enumerate(flat):
-            out[i] = rank_order_host(x)
-        return out.reshape(scores.shape)
+    if host_sorts():
+        return host_per_slice(rank_order_host, scores)
     return per_slice(retrievers.rank_full, scores)
 
 
 def full_rankings(candidate_ranking, base_ranking):
     """``retrievers.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
-    if host_sorts():  # slice by slice, as rank_slices
-        cand, base = np.asarray(candidate_ranking), np.asarray(base_ranking)
-        flat = cand.reshape((-1,) + cand.shape[-2:])
-        out = np.empty(flat.shape[:-1] + base.shape[-1:], np.int32)
-        for i, c in enumerate(flat):
-            out[i] = retrievers.candidate_full_ranking_host(c, base)
-        return out.reshape(cand.shape[:-1] + base.shape[-1:])
+    if host_sorts():
+        return host_per_slice(retrievers.candidate_full_ranking_host, candidate_ranking, np.asarray(base_ranking))
     return per_slice(lambda c: retrievers.candidate_full_ranking(c, base_ranking), candidate_ranking)
 
 
@@ -257,10 +255,7 @@ class SplitEvaluation:
 
     # ------------------------------------------------------------------------------------ rankings
     def graph_list(self, v):
-        graphs = self.graphs[v.graph]
-        if v.edge_types is not None:
-            graphs = [with_edge_types(g, v.edge_types) for g in graphs]
-        return graphs
+        return variant_graphs(self.graphs, v)
 
     def full_graph(self, v):
         """(FoldGraphs, per_fold) of a full-pool graph variant (see ``full_pool_graphs``)."""
@@ -336,14 +331,19 @@ class SplitEvaluation:
 # ---------------------------------------------------------------------------------------------- graphs
 
 
+def variant_graphs(graphs: dict, v) -> list:
+    """A graph variant's ToolGraph per fold: ``graphs[v.graph]``, restricted to ``v.edge_types`` when given."""
+    if v.edge_types is None:
+        return graphs[v.graph]
+    return [with_edge_types(g, v.edge_types) for g in graphs[v.graph]]
+
+
 def graph_lists(graphs: dict, variants) -> dict:
-    """{(graph, edge_types): [ToolGraph per fold]} of the full-pool graph variants among ``variants``."""
+    """{(graph, edge_types): ``variant_graphs``} of the full-pool graph variants among ``variants``."""
     out = {}
     for v in variants:
         if v.graph and not v.candidates and (v.graph, v.edge_types) not in out:
-            lists = graphs[v.graph]
-            out[v.graph, v.edge_types] = lists if v.edge_types is None else [with_edge_types(g, v.edge_types)
-                                                                              for g in lists]
+            out[v.graph, v.edge_types] = variant_graphs(graphs, v)
     return out
 
 
@@ -481,5 +481,6 @@ def pick(reduced: dict, keys) -> dict:
 __all__ = ["SplitInputs", "EvalSettings", "SplitEvaluation", "select_stress_queries", "reduce_queries", "pick",
            "RESULT_METRICS", "CONTEXT_METRICS", "with_first_stages", "take_queries", "rows_per_query",
            "queries_per_chunk", "map_query_chunks", "variant_metrics", "dense_top", "per_slice", "rank_slices",
-           "full_rankings", "host_sorts", "fold_model_scores", "full_pool_graphs", "graph_lists",
+           "full_rankings", "host_sorts", "host_per_slice", "fold_model_scores", "full_pool_graphs", "graph_lists",
+           "variant_graphs",
            "CHUNK_STEP"]

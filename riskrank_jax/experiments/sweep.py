@@ -30,9 +30,8 @@ from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
-                                               queries_per_chunk,
-                                               reduce_queries, rows_per_query, select_stress_queries,
-                                               variant_metrics, with_first_stages)
+                                               queries_per_chunk, reduce_queries, rows_per_query,
+                                               select_stress_queries, variant_metrics, with_first_stages)
 from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
