@@ -9,6 +9,7 @@ one vmapped program (checkpoints reused), build the ToolGraph(s), then evaluate 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -20,9 +21,11 @@ import click
 import jax
 import numpy as np
 
+from riskrank_jax import compile_cache
 from riskrank_jax import graph as graph_lib
 from riskrank_jax import model as model_lib
-from riskrank_jax.cli_options import expand_multi_value_options, memory_budget_option, seeds_option
+from riskrank_jax.cli_options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
+                                      seeds_option)
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.embed_cache import EmbeddingCache
 from riskrank_jax.encoder import load_encoder
@@ -35,11 +38,13 @@ from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, 
 from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
-from riskrank_jax.paths import REFERENCE_RESULTS_DIR, default_checkpoint_dir, resolve_runs_dir
+from riskrank_jax.paths import REFERENCE_RESULTS_DIR, default_checkpoint_dir, resolve_cache_dir, resolve_runs_dir
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.rerank import RerankConfig
 from riskrank_jax.train import RiskHeadConfig, train_risk_heads
 
+ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
+BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")
 DEFAULT_ALPHA = {"ultratool": 0.2, "sealtools": 0.02, "demo": 0.2}
 MAIN_SPLIT = {"ultratool": "test", "sealtools": "test_in", "demo": "test"}
 RESULTS_VERSION = 2
@@ -242,16 +247,17 @@ def _finish(res: dict, out_dir: Path, reused: bool, seconds: float) -> dict:
 
 
 def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
-                  force: bool = False, bench=None, encoder=None) -> dict:
+                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder) -> dict:
     """Run every stage for one benchmark, write its outputs under <out_root>/<benchmark>/ and print its main
     table. Without ``force``, a results.json there with the same run key (configuration, data, encoder,
     variants) is reused and said so. `bench` / `encoder` may be given directly (tests inject a tiny benchmark
-    and a fake encoder); otherwise they are loaded by name."""
+    and a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, which a run over
+    several benchmarks makes a cached one)."""
     t0 = time.perf_counter()
     log = StageLog(cfg.benchmark)
     out_dir = Path(out_root) / cfg.benchmark
     bench = bench if bench is not None else log.run("load data", load_benchmark, cfg.benchmark, data_dir)
-    encoder = encoder if encoder is not None else log.run("load encoder", load_encoder, cfg.encoder)
+    encoder = encoder if encoder is not None else log.run("load encoder", encoder_loader, cfg.encoder)
     variants = select_variants(cfg.variants)
     emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(cache_dir),
                   named=uses_first_stages(variants))
@@ -289,8 +295,10 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--benchmark", type=click.Choice(["demo", "ultratool", "sealtools", "all"]), default="demo",
-              show_default=True, help="'all' runs demo, ultratool and sealtools in turn.")
+@click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
+              show_default=True, help="Benchmark(s) to run, in turn and in one process (space-separated after one "
+              "--benchmark: --benchmark ultratool sealtools); 'all' = demo ultratool sealtools. One process shares "
+              "the loaded encoder and compiled programs between them.")
 @click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
               "(default: the embedded all-MiniLM-L6-v2).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
@@ -318,8 +326,11 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 @click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark.")
 @click.option("--force", is_flag=True, help="Recompute even when the output directory holds your earlier run of the "
               "same configuration (otherwise reused, and said so).")
-def main(benchmark, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
-         main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force):
+@click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs on disk. By default they are "
+              "kept under <embedding cache>/xla/ so a later sweep loads them instead of compiling (same results; "
+              "a JAX_COMPILATION_CACHE_DIR you set is used as it is).")
+def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
+         main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache):
     """Reproduce the paper's tables (and the beyond-paper variants) in one run.
 
     Embeds every text once (cached), trains every model of a training run in one vmapped program
@@ -336,15 +347,28 @@ def main(benchmark, encoder, data_dir, out_dir, update_reference, cache_dir, che
     out_root = output_root(out_dir, update_reference)
     ckpt_root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
     try:
-        for name in ["demo", "ultratool", "sealtools"] if benchmark == "all" else [benchmark]:
+        if not no_compile_cache:
+            compile_cache.enable(resolve_cache_dir(cache_dir))
+        load_once = functools.lru_cache(maxsize=None)(load_encoder)  # one encoder (and its compiled shapes) for all
+        for name in expand_benchmarks(benchmarks):
             cfg = SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda,
                               alpha=alpha, k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench,
                               epochs=epochs, memory_budget=memory_budget)
             run_benchmark(cfg, data_dir=data_dir, out_root=out_root, cache_dir=cache_dir, ckpt_root=ckpt_root,
-                          force=force or update_reference)
+                          force=force or update_reference, encoder_loader=load_once)
     except RiskRankError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+
+
+def expand_benchmarks(names) -> list[str]:
+    """--benchmark values in order, 'all' expanded to demo, ultratool, sealtools, each benchmark once."""
+    out = []
+    for name in names:
+        for b in ALL_BENCHMARKS if name == "all" else (name,):
+            if b not in out:
+                out.append(b)
+    return out
 
 
 def output_root(out_dir, update_reference: bool) -> Path:
@@ -362,8 +386,9 @@ def output_root(out_dir, update_reference: bool) -> Path:
 
 def run(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    main.main(args=expand_multi_value_options(argv), prog_name="python -m riskrank_jax.sweep")
+    main.main(args=expand_multi_value_options(argv, (*MULTI_VALUE_OPTIONS, "--benchmark")),
+              prog_name="python -m riskrank_jax.sweep")
 
 
-__all__ = ["SweepConfig", "run_benchmark", "train_all", "build_graphs", "evaluate_split", "main", "run",
+__all__ = ["SweepConfig", "run_benchmark", "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run",
            "DEFAULT_ALPHA", "MAIN_SPLIT"]
