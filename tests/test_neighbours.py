@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, WIDTHS_UNROLLED, bucket_weights, neighbour_layout,
+from riskrank_jax.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, UNROLL_MAX, WIDTHS_UNROLLED, bucket_weights,
+                                     neighbour_layout,
                                      propagate_bucket_rows, propagate_rows)
 
 
@@ -21,7 +22,7 @@ def test_layout_buckets_and_product():
     a = (rng.random((n, n)) < 0.08) * rng.random((n, n))
     a[:, 3] = 0.0
     a[3, :] = 0.0  # node 3 has no in-edges
-    a[7, 10:60] = rng.random(50) + 0.1  # node 7: over 32 in-edges -> width 64 = 4 slabs of 16
+    a[7, 10:60] = rng.random(50) + 0.1  # node 7: over 32 in-edges -> width 64, one unrolled fusion
     np.fill_diagonal(a, 0.0)
     a = a.astype(np.float32)
     snd, rcv, w = edges_of(a)
@@ -49,9 +50,34 @@ def test_layout_buckets_and_product():
     y = np.asarray(propagate_rows(jnp.asarray(x), lay.nbr, wt, lay.row_of_node))
     np.testing.assert_allclose(y, a @ x, atol=1e-5)
     assert np.all(y[3] == 0.0) and 48 < deg[7] <= 64
-    y_b = np.asarray(propagate_bucket_rows(jnp.asarray(x), lay.nbr, wt))
+    y_b = np.asarray(propagate_bucket_rows(jnp.asarray(x)[None], lay.nbr, [t[None] for t in wt]))[0]
     np.testing.assert_array_equal(y_b[np.asarray(lay.row_of_node)], y)
+    # blocks with their own weights (one graph per block) in one call: block b equals its graph alone
+    w2 = w * rng.uniform(0.0, 2.0, size=w.shape).astype(np.float32)
+    wt2 = bucket_weights(lay.edge, jnp.asarray(w2))
+    x2 = rng.normal(size=(n, 12)).astype(np.float32)
+    both = np.asarray(propagate_bucket_rows(jnp.stack([jnp.asarray(x), jnp.asarray(x2)]), lay.nbr,
+                                            [jnp.stack([a, b]) for a, b in zip(wt, wt2)]))
+    np.testing.assert_array_equal(both[0][np.asarray(lay.row_of_node)], y)
+    a2 = np.zeros((n, n), np.float32)
+    np.add.at(a2, (rcv, snd), w2)
+    np.testing.assert_allclose(both[1][np.asarray(lay.row_of_node)], a2 @ x2, atol=1e-5)
     assert neighbour_layout(snd.copy(), rcv.copy(), n) is lay  # cached by content
+
+
+def test_buckets_wider_than_the_unroll_limit_loop_over_slabs():
+    rng = np.random.default_rng(3)
+    n = 200
+    a = (rng.random((n, n)) < 0.02) * rng.random((n, n))
+    a[5, 20:180] = rng.random(160) + 0.1  # node 5: 160+ in-edges -> width above UNROLL_MAX, summed in a loop
+    np.fill_diagonal(a, 0.0)
+    a = a.astype(np.float32)
+    snd, rcv, w = edges_of(a)
+    lay = neighbour_layout(snd, rcv, n)
+    assert max(t.shape[1] for t in lay.nbr) > UNROLL_MAX
+    x = rng.normal(size=(n, 8)).astype(np.float32)
+    y = np.asarray(propagate_rows(jnp.asarray(x), lay.nbr, bucket_weights(lay.edge, jnp.asarray(w)), lay.row_of_node))
+    np.testing.assert_allclose(y, a @ x, atol=1e-5)
 
 
 def test_layout_rejects_bad_edges():
