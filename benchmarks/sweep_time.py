@@ -3,15 +3,19 @@
 Runs (each a subprocess of ``python -m riskrank_jax.sweep`` under ``/usr/bin/time -v``):
 
   cached   ``--benchmark all --force`` from the embedding cache you already have, with a new empty checkpoint
-           directory (so every model is trained: only the encoding is skipped).  Target: <= 300 s wall.
-  empty    the paper's rows (``--variants paper``) of UltraTool and Seal-Tools, from a new EMPTY embedding cache
-           and checkpoint directory (encoding included).  Target: <= 240 s wall for both together.
+           directory (so every model is trained: only the encoding is skipped) and a new empty XLA compilation
+           cache (so every program is compiled).  Target: <= 300 s wall.
+  rerun    the same again with the compilation cache ``cached`` filled (what a second sweep costs); needs
+           ``cached`` before it in the same invocation.
+  empty    the paper's rows (``--variants paper``) of UltraTool and Seal-Tools in one process
+           (``--benchmark ultratool sealtools``), from a new EMPTY embedding cache (and so compilation cache)
+           and checkpoint directory (encoding included).  Target: <= 240 s wall.
 
 For each it prints wall seconds, the ratio target / wall (>= 1 meets the target), the process's peak RSS
 (``Maximum resident set size``; target <= 3 GiB) and each benchmark's stage timings and peak RSS from its
 results.json.  Measure on a quiet machine: the script prints the load average before and after each run.
 
-    python benchmarks/sweep_time.py [--runs cached empty] [--work DIR] [--json FILE] [--update-reference]
+    python benchmarks/sweep_time.py [--runs cached rerun empty] [--work DIR] [--json FILE] [--update-reference]
 
 ``--update-reference`` makes the cached run write the committed results under experiments/results/ (for
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
@@ -19,13 +23,14 @@ temporary directory, removed at the end unless --keep).
 
 Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30, dev environment
 (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process):
-  cached  687 s (target 300 s: 0.44x; 1,256 s before numpy-sorted evaluation rankings, one compiled
-          smoothing program per split and lax.map training on CPU); demo ~90 s with start-up, UltraTool 349 s,
-          Seal-Tools 245 s; peak RSS 4,279 MiB for the three benchmarks in one process.
-  empty   260 s (target 240 s: 0.92x; 399 s before); encoding 33.2 s (UltraTool) + 66.9 s (Seal-Tools), loading
-          the encoder 10.4 + 10.6 s; peak RSS 2,327 MiB.
-Training is now most of each cached sweep (UltraTool: core 27 s, lambda-aware 85 s, core_plus 37 s, reranker
-88 s; evaluation 85 s).
+  cached  631 s (target 300 s: 0.48x; 687 s before the batched smoothing kernel and one process with one
+          encoder, 1,256 s before numpy-sorted rankings and lax.map training); demo 78 s, UltraTool 342 s,
+          Seal-Tools 203 s; peak RSS 3,792 MiB for the three benchmarks in one process.
+  rerun   524 s (0.57x): compilation loaded from the cache (UltraTool 274 s, Seal-Tools 187 s, demo 54 s).
+  empty   233 s (target 240 s: 1.03x, met; 260 s before, as two processes); 225 s with USE_TORCH=0 (what the
+          README install, without torch, does); peak RSS 2,330 MiB.
+Training is most of each cached sweep (UltraTool: core 25 s, lambda-aware 86 s, core_plus 36 s, reranker
+91 s; evaluation 80 s).
 """
 
 from __future__ import annotations
