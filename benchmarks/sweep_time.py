@@ -27,7 +27,7 @@ Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else runnin
           encoder, 1,256 s before numpy-sorted rankings and lax.map training); demo 78 s, UltraTool 342 s,
           Seal-Tools 203 s; peak RSS 3,792 MiB for the three benchmarks in one process.
   rerun   524 s (0.57x): compilation loaded from the cache (UltraTool 274 s, Seal-Tools 187 s, demo 54 s).
-  empty   233 s (target 240 s: 1.03x, met; 260 s before, as two processes); 225 s with USE_TORCH=0 (what the
+  empty   233 s (target 240 s: 1.03x, met; 260 s before, as two processes); 219.7 s with USE_TORCH=0 (what the
           README install, without torch, does); peak RSS 2,330 MiB.
 Training is most of each cached sweep (UltraTool: core 25 s, lambda-aware 86 s, core_plus 36 s, reranker
 91 s; evaluation 80 s).
