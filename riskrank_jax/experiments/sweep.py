@@ -326,9 +326,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 @click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark.")
 @click.option("--force", is_flag=True, help="Recompute even when the output directory holds your earlier run of the "
               "same configuration (otherwise reused, and said so).")
-@click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs on disk. By default they are "
-              "kept under <embedding cache>/xla/ so a later sweep loads them instead of compiling (same results; "
-              "a JAX_COMPILATION_CACHE_DIR you set is used as it is).")
+@click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
+              "(kept by default: a later sweep loads them instead of compiling, same results).")
 def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
          main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache):
     """Reproduce the paper's tables (and the beyond-paper variants) in one run.
@@ -339,11 +338,7 @@ def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, ch
     table and where it wrote. The committed results under experiments/results/ change only with
     --update-reference.
     """
-    names = tuple(variant_names) + (("paper",) if no_extras else ())
-    try:
-        select_variants(names)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--variants") from None
+    names = checked_variant_names(variant_names, no_extras)
     out_root = output_root(out_dir, update_reference)
     ckpt_root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
     try:
@@ -359,6 +354,16 @@ def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, ch
     except RiskRankError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+
+
+def checked_variant_names(variant_names, no_extras: bool) -> tuple[str, ...]:
+    """--variants (plus 'paper' with --no-extras), checked against the declared variants."""
+    names = tuple(variant_names) + (("paper",) if no_extras else ())
+    try:
+        select_variants(names)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--variants") from None
+    return names
 
 
 def expand_benchmarks(names) -> list[str]:
