@@ -1,6 +1,12 @@
 """Full-pool scoring: model.relevance_full (concat head) vs its two former formulations, side by side, with a roofline.
 
     PYTHONPATH=. python benchmarks/scoring.py [--queries 1000] [--tools 2032] [--hidden 64] [--repeats 5] [--real]
+    PYTHONPATH=. python benchmarks/scoring.py --interact [--queries 128] [--tools 4076]
+
+--interact times the interaction head (core_plus) instead: its query step capped by ``model.interact_chunk``
+(current) against 128 queries per step (what the sweep's scoring used before), same inputs, one interleaved loop,
+and checks the two outputs are identical. Measured 2026-11-30 on the 2-core CPU, 128 queries: N = 2,032: 0.51 vs
+0.30 s (C = 32, 1.7x); N = 4,076: 1.05 vs 0.65 s (C = 16, 1.6x); outputs identical (max |diff| 0).
 
 "former" (the release-style kernel): per chunk of queries (2**24 / (N h) of them) the hidden block relu(hq + ht)
 [C, N, h] is written to memory and multiplied by W2 as a dot.  "block" (the kernel before this one): the block is
@@ -113,6 +119,34 @@ def _copy_time(x, y):
     return time.perf_counter() - t
 
 
+def _fixed_step_interact(step: int):
+    """relevance_full of the interaction head with ``step`` queries per lax.map step, whatever the cap: the cap is
+    lifted while the function is traced (on its first call), so the compiled program keeps ``step``."""
+    def run(p, q, t):
+        saved, model._CHUNK_BUDGET = model._CHUNK_BUDGET, 1 << 62
+        try:
+            return model.relevance_full(p, q, t, query_chunk=step)
+        finally:
+            model._CHUNK_BUDGET = saved
+
+    return jax.jit(run)
+
+
+def interact_main(args, q, t):
+    """The interaction head's full-pool scoring: capped query step (current) vs 128 queries per step."""
+    params = model.init_params(jax.random.key(0), q.shape[1], args.hidden, "interact")
+    step = model.interact_chunk(t.shape[0], max(args.hidden, q.shape[1]), 128)
+    cur = jax.jit(lambda p, q, t: model.relevance_full(p, q, t, query_chunk=128))
+    old = _fixed_step_interact(128)
+    diff = float(jnp.abs(cur(params, q, t) - old(params, q, t)).max())
+    sec = best_time({"step 128": lambda: old(params, q, t), f"step {step}": lambda: cur(params, q, t)}, args.repeats)
+    flops = 4.0 * q.shape[0] * t.shape[0] * q.shape[1] * args.hidden
+    print(f"interact head, Q={q.shape[0]}, N={t.shape[0]}, d={q.shape[1]}, h={args.hidden}: "
+          f"{flops / 1e9:.1f} GFLOP per call (the two per-pair [d, h] products); max |diff| = {diff:.1e}")
+    for k, s in sec.items():
+        print(f"  {k:<10} {s * 1e3:9.1f} ms {flops / s / 1e9:8.1f} GFLOP/s {sec['step 128'] / s:6.2f}x")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=1000)
@@ -121,9 +155,12 @@ def main():
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--real", action="store_true", help="UltraTool embeddings (default encoder, cached)")
+    ap.add_argument("--interact", action="store_true", help="time the interaction head's query step instead")
     args = ap.parse_args()
     q_np, t_np = load_inputs(args)
     q, t = jnp.asarray(q_np), jnp.asarray(t_np)
+    if args.interact:
+        return interact_main(args, q, t)
     (n_q, d), n_t, h = q.shape, t.shape[0], args.hidden
     params = model.init_params(jax.random.key(0), d, h)
     cur = jax.jit(model.relevance_full)

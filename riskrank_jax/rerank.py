@@ -154,17 +154,20 @@ def _heldout_ndcg(score_fn, rows, valid, gold, q_chunk: int):
     return (per_q * valid).sum() / jnp.maximum(valid.sum(), 1)
 
 
-def _train_one(key, weight, train_mask, held_rows, held_valid, q_emb, t_emb, feats, gold, *, config: RerankConfig,
-               q_chunk: int):
+def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_emb, t_emb, feats, gold, *,
+               config: RerankConfig, q_chunk: int):
     """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate).
 
-    The held-out NDCG@5 is computed on the held-out queries only (``held_rows``, ``held_valid``: see
-    ``heldout_rows``), ``q_chunk`` of them at a time."""
+    The loss sees only the model's training queries (``train_rows``, ``train_valid``: padded ids, see
+    ``heldout_rows``), so a step's [R, N] products cover R of the Q queries. The held-out NDCG@5 is computed on
+    the held-out queries only (``held_rows``, ``held_valid``), ``q_chunk`` of them at a time."""
     params = init_params(key, q_emb.shape[1], weight, config.rank)
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
-    cand = training_candidates(feats, gold, weight, config.n_candidates)
-    f_cand = candidate_features(feats, cand)
+    train_gold = gold[train_rows]
+    cand = training_candidates(feats[train_rows], train_gold, weight, config.n_candidates)
+    f_cand = candidate_features(feats[train_rows], cand)
+    train_q = q_emb[train_rows]
 
     def held(p):
         return _heldout_ndcg(lambda r: correction_scores(p, q_emb[r], t_emb, feats[r]), held_rows, held_valid,
@@ -172,7 +175,7 @@ def _train_one(key, weight, train_mask, held_rows, held_valid, q_emb, t_emb, fea
 
     def step(carry, _):
         p, s = carry
-        upd, s = opt.update(grad(p, q_emb, t_emb, f_cand, cand, gold.shape[1], train_mask, config.l2), s, p)
+        upd, s = opt.update(grad(p, train_q, t_emb, f_cand, cand, gold.shape[1], train_valid, config.l2), s, p)
         return (optax.apply_updates(p, upd), s), None
 
     def block(carry, _):
@@ -225,7 +228,7 @@ def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndar
 
 
 def heldout_rows(held_mask) -> tuple[np.ndarray, np.ndarray]:
-    """Each model's held-out query ids, padded to the widest: (rows int32 [M, H], valid bool [M, H])."""
+    """Each model's held-out (or training) query ids, padded to the widest: (rows int32 [M, H], valid bool [M, H])."""
     held_mask = np.asarray(held_mask, bool)
     width = max(1, int(held_mask.sum(1).max()))
     rows = np.zeros((held_mask.shape[0], width), np.int32)
@@ -240,12 +243,13 @@ def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int
                 budget: int) -> tuple[int, int]:
     """(bytes per model, held-out queries per scoring block) of ``train_rerankers``.
 
-    A model's training intermediates: one step's [Q, K] candidate block (gathered features, the low-rank tool
-    factors and their gradients, logits), the first stage's [Q, N] candidate search, the [N, r] / [Q, r]
-    factors and gradients, and one held-out scoring block of C queries x N tools for every gate. C is every
-    held-out query unless one model would then exceed ``budget`` (halved until it fits, or 1)."""
+    ``n_queries``: the model's training queries (R). A model's training intermediates: one step's [R, K]
+    candidate block (gathered features, the low-rank tool factors and their gradients, logits), its rows of the
+    features [R, N, 4] and the first stage's [R, N] candidate search, the [N, r] / [R, r] factors and gradients,
+    and one held-out scoring block of C queries x N tools for every gate. C is every held-out query unless one
+    model would then exceed ``budget`` (halved until it fits, or 1)."""
     k = n_gold + min(config.n_candidates, n_tools)
-    fixed = n_queries * k * (40 + 12 * config.rank) + 20 * n_queries * n_tools \
+    fixed = n_queries * k * (40 + 12 * config.rank) + 36 * n_queries * n_tools \
         + 12 * config.rank * (n_tools + n_queries + 2 * dim)
     per_row = 40 * n_tools * len(config.gates)
     chunk = max(1, n_held)
@@ -272,19 +276,19 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
     fold_weight = np.asarray(fold_weight, np.float32)
     train_mask, held_mask = heldout_masks(fold_mask, seeds, config.holdout)
     rows, valid = heldout_rows(held_mask)
+    t_rows, t_valid = heldout_rows(train_mask)
     n_folds = fold_mask.shape[0]
     weights = np.tile(fold_weight, len(seeds))
     keys = jnp.stack([jax.random.fold_in(jax.random.key(int(s)), f) for s in seeds for f in range(n_folds)])
-    per_model, q_chunk = plan_memory(q_emb.shape[0], t_emb.shape[0], np.asarray(gold).shape[1], rows.shape[1],
+    per_model, q_chunk = plan_memory(t_rows.shape[1], t_emb.shape[0], np.asarray(gold).shape[1], rows.shape[1],
                                      q_emb.shape[1], config, memory_budget)
     gold_j = jnp.asarray(gold)
-    program = jax.jit(map_models(lambda k, w, tm, hr, hv: _train_one(k, w, tm, hr, hv, q_emb, t_emb, feats, gold_j,
-                                                                     config=config, q_chunk=q_chunk),
-                                 in_axes=(0, 0, 0, 0, 0)))
+    program = jax.jit(map_models(lambda k, w, tr, tv, hr, hv: _train_one(
+        k, w, tr, tv, hr, hv, q_emb, t_emb, feats, gold_j, config=config, q_chunk=q_chunk), in_axes=(0,) * 6))
     outs = []
     for ix, n in plan_groups(len(weights), per_model, memory_budget):
-        out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(train_mask[ix]), jnp.asarray(rows[ix]),
-                      jnp.asarray(valid[ix]))
+        out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(t_rows[ix]), jnp.asarray(t_valid[ix]),
+                      jnp.asarray(rows[ix]), jnp.asarray(valid[ix]))
         outs.append(jax.tree.map(lambda x: np.asarray(x)[:n], out))  # noqa: B023
     params, _, gate, per_gate = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
     return RerankModels(jax.tree.map(jnp.asarray, params), weights, gate, per_gate, held_mask, config)

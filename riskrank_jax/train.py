@@ -765,6 +765,45 @@ def load_trained(checkpoint_dir) -> TrainResult:
     return result_from_state(state, cfg_json, saved["data_hash"], directory)
 
 
+def plain_config(config: TrainConfig) -> TrainConfig:
+    """The plain (not λ-aware) configuration with ``config``'s other hyper-parameters: its models are the
+    λ = 0 models of the λ-aware run ``config`` (at λ = 0 the penalty term is exactly zero, in the loss and in the
+    gradients, and every random draw depends only on (seed, fold)). Equal up to float rounding: XLA may sum the
+    risk head's gradient in another order (≤ 1.5e-8 in tests/test_train.py; bit for bit on UltraTool)."""
+    return dataclasses.replace(config, lambda_aware=False, lambdas=())
+
+
+def lambda_run_from_plain(plain: TrainResult, rest: TrainResult | None, config: TrainConfig) -> TrainResult:
+    """The λ-aware run ``config`` assembled from the plain run ``plain`` (its λ = 0 models, see ``plain_config``)
+    and ``rest`` (the same run at every other λ: ``config`` with λ = 0 removed; None when λ = 0 is the only one),
+    so a sweep that trains both never trains the λ = 0 models twice. Models follow ``model_index`` order."""
+    if not config.lambda_aware or plain_config(plain.config) != plain_config(config):
+        raise ValueError("lambda_run_from_plain needs a λ-aware config and a plain run with its other "
+                         f"hyper-parameters; got {config} and {plain.config}")
+    seeds = tuple(dict.fromkeys(ix["seed"] for ix in plain.model_index))
+    folds = tuple(dict.fromkeys(ix["fold"] for ix in plain.model_index))
+    index = model_index(seeds, folds, config)
+    if rest is None and any(lam != 0.0 for lam in config.lambdas):
+        raise ValueError(f"λ ≠ 0 models need their run (rest); config has λ = {config.lambdas}")
+    if rest is not None and rest.data_hash != plain.data_hash:
+        raise ValueError(f"the plain run and the λ ≠ 0 run saw different data ({plain.data_hash} vs {rest.data_hash})")
+    sources = [(plain, plain.find(ix["seed"], ix["fold"])) if ix["lam"] == 0.0
+               else (rest, rest.find(ix["seed"], ix["fold"], ix["lam"])) for ix in index]
+    host = {id(r): [np.asarray(x) for x in jax.tree.leaves(r.params)] for r in (plain, rest) if r is not None}
+    columns = zip(*([leaf[m] for leaf in host[id(res)]] for res, m in sources))
+    params = jax.tree.unflatten(jax.tree.structure(plain.params), [jnp.asarray(np.stack(c)) for c in columns])
+
+    def stacked(get):
+        return np.stack([np.asarray(get(res))[m] for res, m in sources])
+
+    run_config = {**(rest.run_config if rest is not None else plain.run_config), "model_index": index,
+                  "train_config": config.to_dict(),
+                  "lambda_zero_from": plain.run_config.get("checkpoint_dir", "the plain run")}
+    return TrainResult(params=params, model_index=index, heldout_loss=stacked(lambda r: r.heldout_loss),
+                       train_loss=stacked(lambda r: r.train_loss), best_epoch=stacked(lambda r: r.best_epoch),
+                       config=config, data_hash=plain.data_hash, run_config=run_config)
+
+
 # ----------------------------------------------------------------------------------------------
 # Risk head alone (zero-shot registries: no training queries)
 
@@ -814,4 +853,5 @@ def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadCon
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
-           "abstract_state", "result_from_state", "load_trained", "RiskHeadConfig", "train_risk_heads", "model_bytes"]
+           "abstract_state", "result_from_state", "load_trained", "plain_config", "lambda_run_from_plain",
+           "RiskHeadConfig", "train_risk_heads", "model_bytes"]

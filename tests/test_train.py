@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 
 from riskrank_jax import model
-from riskrank_jax.train import TrainConfig, build_triplets, model_index, train_models
+from riskrank_jax.train import (TrainConfig, build_triplets, lambda_run_from_plain, model_index,
+                                plain_config, train_models)
 
 N_TOOLS, N_Q, DIM, N_FOLDS = 60, 40, 16, 2
 CFG = TrainConfig(epochs=4, batch_size=16, hidden=16)
@@ -162,6 +164,32 @@ def test_lambda_aware_axis():
     _allclose_tree(res.model_params(0), plain.model_params(0), atol=1e-6)
     _allclose_tree(res.model_params(2), plain.model_params(1), atol=1e-6)
     assert not np.allclose(res.params["risk"]["V1"][1], res.params["risk"]["V1"][0], atol=1e-4)
+
+
+def test_lambda_run_from_plain_equals_training_every_lambda():
+    """The sweep trains a λ-aware run's λ ≠ 0 models only and takes λ = 0 from the plain run: the run that trains
+    every λ (model order, params, curves, best epochs), the λ ≠ 0 models bit for bit, the λ = 0 ones up to float
+    rounding (same loss and random draws; XLA may sum the risk head's gradient in another order)."""
+    full_cfg = TrainConfig(epochs=3, batch_size=16, hidden=16, lambda_aware=True, lambdas=(0.0, 0.5, 2.0))
+    full = train_models(*DATA, (1, 2), full_cfg, progress=False)
+    plain = train_models(*DATA, (1, 2), plain_config(full_cfg), progress=False)
+    rest = train_models(*DATA, (1, 2), dataclasses.replace(full_cfg, lambdas=(0.5, 2.0)), progress=False)
+    merged = lambda_run_from_plain(plain, rest, full_cfg)
+    assert merged.model_index == full.model_index and merged.config == full_cfg
+    zero = np.array([ix["lam"] == 0.0 for ix in full.model_index])
+    for a, b in zip(jax.tree.leaves(merged.params), jax.tree.leaves(full.params)):
+        np.testing.assert_array_equal(np.asarray(a)[~zero], np.asarray(b)[~zero])
+        np.testing.assert_allclose(np.asarray(a)[zero], np.asarray(b)[zero], rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(merged.best_epoch, full.best_epoch)
+    for name in ("heldout_loss", "train_loss"):
+        np.testing.assert_array_equal(getattr(merged, name)[~zero], getattr(full, name)[~zero])
+        np.testing.assert_allclose(getattr(merged, name)[zero], getattr(full, name)[zero], rtol=1e-5)
+    only_zero = dataclasses.replace(full_cfg, lambdas=(0.0,))
+    assert lambda_run_from_plain(plain, None, only_zero).n_models == 2 * N_FOLDS
+    with pytest.raises(ValueError, match="other hyper-parameters"):
+        lambda_run_from_plain(plain, rest, dataclasses.replace(full_cfg, hidden=8))
+    with pytest.raises(ValueError, match="need their run"):
+        lambda_run_from_plain(plain, None, full_cfg)
 
 
 def test_interact_head_with_hard_negatives_trains():

@@ -21,7 +21,7 @@ import click
 import numpy as np
 
 from riskrank_jax.embed_cache import embed_texts
-from riskrank_jax.train import train_models
+from riskrank_jax.train import lambda_run_from_plain, train_models
 
 
 def peak_rss_mb() -> float:
@@ -83,6 +83,17 @@ def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_roo
                         data_id=data_id, **({} if memory_budget is None else {"memory_budget": memory_budget}))
 
 
+def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id: str, ckpt_root: Path, *,
+                     progress=True, memory_budget: int | None = None):
+    """``train_run`` of the λ-aware run ``train_cfg`` that trains only its λ ≠ 0 models and takes the λ = 0 ones
+    from ``plain``, the plain run with the same other hyper-parameters, seeds and folds (the same models up to
+    float rounding: ``train.plain_config``)."""
+    others = tuple(lam for lam in train_cfg.lambdas if lam != 0.0)
+    rest = train_run(bench, emb, seeds, dataclasses.replace(train_cfg, lambdas=others), name, encoder_id, ckpt_root,
+                     progress=progress, memory_budget=memory_budget) if others else None
+    return lambda_run_from_plain(plain, rest, train_cfg)
+
+
 def training_summary(res) -> dict:
     """Models, their index and each one's best epoch and held-out loss (results.json "training")."""
     best = np.asarray(res.best_epoch)
@@ -95,4 +106,4 @@ def training_summary(res) -> dict:
     }
 
 
-__all__ = ["StageLog", "peak_rss_mb", "short_hash", "embed_all", "train_run", "training_summary"]
+__all__ = ["StageLog", "peak_rss_mb", "short_hash", "embed_all", "train_run", "train_lambda_run", "training_summary"]

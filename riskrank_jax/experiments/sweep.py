@@ -35,13 +35,14 @@ from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, 
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
                                                queries_per_chunk, reduce_queries, rows_per_query,
                                                select_stress_queries, variant_metrics, with_first_stages)
-from riskrank_jax.experiments.stages import StageLog, embed_all, short_hash, train_run, training_summary
+from riskrank_jax.experiments.stages import (StageLog, embed_all, short_hash, train_lambda_run, train_run,
+                                             training_summary)
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR, default_checkpoint_dir, resolve_cache_dir, resolve_runs_dir
 from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.rerank import RerankConfig
-from riskrank_jax.train import RiskHeadConfig, train_risk_heads
+from riskrank_jax.train import RiskHeadConfig, TrainConfig, plain_config, train_risk_heads
 
 ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
 BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")
@@ -109,10 +110,19 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
         elif isinstance(run_cfg, RiskHeadConfig):
             runs[name] = log.run(f"train {run.label}", risk_only_scores, emb["tools"], bench.tools.risk, cfg.seeds,
                                  run_cfg)
+        elif reuses_plain_run(run_cfg, runs.get("core")):  # its λ = 0 models are the core run's
+            runs[name] = log.run(f"train {run.label}", train_lambda_run, bench, emb, cfg.seeds, run_cfg,
+                                 runs["core"], name, encoder_id, ckpt_root, memory_budget=cfg.memory_budget)
         else:
             runs[name] = log.run(f"train {run.label}", train_run, bench, emb, cfg.seeds, run_cfg, name, encoder_id,
                                  ckpt_root, memory_budget=cfg.memory_budget)
     return runs
+
+
+def reuses_plain_run(run_cfg, plain) -> bool:
+    """Whether the λ-aware run ``run_cfg`` can take its λ = 0 models from the trained plain run ``plain``."""
+    return (isinstance(run_cfg, TrainConfig) and run_cfg.lambda_aware and 0.0 in run_cfg.lambdas
+            and plain is not None and plain_config(plain.config) == plain_config(run_cfg))
 
 
 def uses_first_stages(variants) -> bool:
