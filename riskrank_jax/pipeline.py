@@ -68,10 +68,11 @@ def _chunked_model_scores(params, q_emb, t_emb, m_chunk: int, q_chunk: int):
     rels, risks = [], []
     for m0 in range(0, n_models, m_chunk):
         sel = np.minimum(np.arange(m0, m0 + m_chunk), n_models - 1)
-        rel, risk = _all_model_scores(jax.tree.map(lambda x: x[sel], params), q_emb, t_emb, query_chunk=q_chunk)
+        rel, risk = _all_model_scores(jax.tree.map(lambda x: np.asarray(x)[sel], params), q_emb, t_emb,
+                                      query_chunk=q_chunk)
         n = min(m_chunk, n_models - m0)
-        rels.append(np.asarray(rel[:n]))
-        risks.append(np.asarray(risk[:n]))
+        rels.append(np.asarray(rel)[:n])
+        risks.append(np.asarray(risk)[:n])
     return jnp.asarray(np.concatenate(rels)), jnp.asarray(np.concatenate(risks))
 
 
@@ -101,7 +102,7 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray,
     for f in range(n_folds):  # F <= 5 folds; each fold's models see only that fold's queries
         idx = np.nonzero(fold == f)[0]
         if idx.size:
-            p_f = jax.tree.map(lambda x: x[f::n_folds], params)  # models s * F + f
+            p_f = jax.tree.map(lambda x: np.asarray(x)[f::n_folds], params)  # models s * F + f (host slice)
             r, k = _chunked_model_scores(p_f, q_emb[idx], t_emb, m_chunk, q_chunk)
             rel[:, idx] = np.asarray(r)
             risk[:, idx] = np.asarray(k)[:, None, :]

@@ -121,6 +121,7 @@ def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_b
     if n_folds == 1:
         return P.model_scores(params, q_emb, t_emb, n_seeds=n_seeds, test_fold=test_fold, memory_budget=memory_budget)
     fold, q_emb = np.asarray(test_fold), np.asarray(q_emb)
+    params = jax.tree.map(np.asarray, params)  # sliced per fold on the host: no eager slice to compile
     rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
     risk = np.zeros_like(rel)
     for f in range(n_folds):
@@ -229,7 +230,7 @@ class SplitEvaluation:
         res = self.runs[v.train]
         n_f = jax.tree.leaves(res.params)[0].shape[0] // (n_s * n_l)
         # model order is (seed, fold, λ); regroup to (λ, seed, fold) so λ·seed acts as the seed axis
-        p = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(n_s * n_f, n_l, *x.shape[1:]), 0, 1)
+        p = jax.tree.map(lambda x: np.swapaxes(np.asarray(x).reshape(n_s * n_f, n_l, *x.shape[1:]), 0, 1)
                          .reshape(n_l * n_s * n_f, *x.shape[1:]), res.params)
         rel, risk = fold_model_scores(p, self.x.q_emb, self.x.t_emb, n_seeds=n_l * n_s, test_fold=self.x.fold,
                                       memory_budget=self.s.memory_budget)
