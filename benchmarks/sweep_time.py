@@ -23,14 +23,16 @@ temporary directory, removed at the end unless --keep).
 
 Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30, dev environment
 (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process):
-  cached  631 s (target 300 s: 0.48x; 687 s before the batched smoothing kernel and one process with one
-          encoder, 1,256 s before numpy-sorted rankings and lax.map training); demo 78 s, UltraTool 342 s,
-          Seal-Tools 203 s; peak RSS 3,792 MiB for the three benchmarks in one process.
-  rerun   524 s (0.57x): compilation loaded from the cache (UltraTool 274 s, Seal-Tools 187 s, demo 54 s).
+  cached  506 s (target 300 s: 0.59x; 631 s before the λ = 0 models were taken from the core run, the reranker
+          trained on gathered rows and the evaluation stopped compiling eager slices; 687 s before the batched
+          smoothing kernel and one process with one encoder, 1,256 s before numpy-sorted rankings and lax.map
+          training); stages: demo 65 s, UltraTool 247 s, Seal-Tools 175 s; peak RSS 3,196 MiB for the three benchmarks
+          in one process.
+  rerun   426 s (0.70x): compilation loaded from the cache (stages: UltraTool 216 s, Seal-Tools 144 s, demo 48 s).
   empty   233 s (target 240 s: 1.03x, met; 260 s before, as two processes); 219.7 s with USE_TORCH=0 (what the
-          README install, without torch, does); peak RSS 2,330 MiB.
-Training is most of each cached sweep (UltraTool: core 25 s, lambda-aware 86 s, core_plus 36 s, reranker
-91 s; evaluation 80 s).
+          README install, without torch, does); peak RSS 2,330 MiB. (Measured before the changes above.)
+Training is most of each cached sweep (UltraTool: core 27 s, lambda-aware 60 s, core_plus 32 s, reranker
+56 s; evaluation 50 s).
 """
 
 from __future__ import annotations
