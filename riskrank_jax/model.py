@@ -219,8 +219,8 @@ def _relevance_full_concat(p, q, t, query_chunk):
 def interact_chunk(n_tools: int, width: int, requested: int | None = None) -> int:
     """Queries per step of the interact head's full-pool scoring: ``requested`` (default: no limit), at most the
     largest power of two C whose [C, N, d] block holds <= ``_CHUNK_BUDGET`` elements. Larger blocks are slower on
-    a CPU, with identical outputs: measured on a 2-core CPU for 128 queries (benchmarks/scoring.py sizes), C = 128
-    -> 32 took 0.51 -> 0.30 s at N = 2,032 and C = 128 -> 16 took 1.05 -> 0.65 s at N = 4,076."""
+    a CPU, with identical outputs: measured on a 2-core CPU for 128 queries (``benchmarks/scoring.py --interact``),
+    C = 128 -> 32 took 505 -> 387 ms at N = 2,032 and C = 128 -> 16 took 1,055 -> 752 ms at N = 4,076."""
     cap = 1 << max(0, (_CHUNK_BUDGET // max(1, n_tools * width)).bit_length() - 1)
     return cap if requested is None else max(1, min(cap, int(requested)))
 
