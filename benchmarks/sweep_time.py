@@ -29,8 +29,9 @@ Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else runnin
           training); stages: demo 65 s, UltraTool 247 s, Seal-Tools 175 s; peak RSS 3,196 MiB for the three benchmarks
           in one process.
   rerun   426 s (0.70x): compilation loaded from the cache (stages: UltraTool 216 s, Seal-Tools 144 s, demo 48 s).
-  empty   233 s (target 240 s: 1.03x, met; 260 s before, as two processes); 219.7 s with USE_TORCH=0 (what the
-          README install, without torch, does); peak RSS 2,330 MiB. (Measured before the changes above.)
+  empty   197 s (target 240 s: 1.22x, met; 233 s before the changes above, 260 s as two processes); encoding
+          88 s of it; peak RSS 2,153 MiB. With USE_TORCH=0 (the README install, without torch) 219.7 s before the
+          changes above (not re-measured since).
 Training is most of each cached sweep (UltraTool: core 27 s, lambda-aware 60 s, core_plus 32 s, reranker
 56 s; evaluation 50 s).
 """
