@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 
 from riskrank_jax import encoder as encoder_mod
 from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
-from riskrank_jax.encoder import EncoderInputError, default_model_dir, load_encoder, read_sentence_config
+from riskrank_jax.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder, load_encoder_lazily,
+                                  read_sentence_config)
 from riskrank_jax.errors import RiskRankError
 
 from conftest import make_tiny_bert
@@ -253,3 +255,21 @@ def test_other_pooling_modes_and_msgpack_weights(tmp_path, pooling):
     out = enc.encode(TINY_TEXTS[:4], batch_size=2)
     ref = _direct(model, params, enc.tokenizer, TINY_TEXTS[:4], 16, pooling)
     assert np.max(np.abs(out - ref)) <= 1e-5
+
+
+def test_lazy_encoder_gives_the_loaded_id_without_loading(minilm, tiny_cls, tmp_path):
+    """The sweep's encoder: id and dim from the files (no weights, no tokenizer), loaded on the first encode."""
+    lazy = load_encoder_lazily()
+    assert isinstance(lazy, LazyEncoder) and not lazy.loaded
+    assert (lazy.model_id, lazy.dim) == (minilm.model_id, minilm.dim)
+    root, _, _ = tiny_cls
+    tiny = load_encoder_lazily(root)
+    assert not tiny.loaded and tiny.model_id == load_encoder(root).model_id and tiny.dim == 32
+    out = tiny.encode(TINY_TEXTS[:2], batch_size=4)
+    assert tiny.loaded and np.array_equal(out, load_encoder(root).encode(TINY_TEXTS[:2], batch_size=4))
+    # a length left to the tokenizer is not settled by the files: loaded at once
+    shutil.copytree(root, tmp_path / "nolen")
+    (tmp_path / "nolen" / "sentence_bert_config.json").unlink()
+    assert not isinstance(load_encoder_lazily(tmp_path / "nolen"), LazyEncoder)
+    with pytest.raises(RiskRankError, match="does not exist"):
+        load_encoder_lazily(str(tmp_path / "nope"))

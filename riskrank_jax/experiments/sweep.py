@@ -28,7 +28,7 @@ from riskrank_jax.cli_options import (MULTI_VALUE_OPTIONS, expand_multi_value_op
                                       seeds_option)
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.embed_cache import EmbeddingCache
-from riskrank_jax.encoder import load_encoder
+from riskrank_jax.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
@@ -257,12 +257,13 @@ def _finish(res: dict, out_dir: Path, reused: bool, seconds: float) -> dict:
 
 
 def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
-                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder) -> dict:
+                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder_lazily) -> dict:
     """Run every stage for one benchmark, write its outputs under <out_root>/<benchmark>/ and print its main
     table. Without ``force``, a results.json there with the same run key (configuration, data, encoder,
     variants) is reused and said so. `bench` / `encoder` may be given directly (tests inject a tiny benchmark
     and a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, which a run over
-    several benchmarks makes a cached one)."""
+    several benchmarks makes a cached one; by default ``load_encoder_lazily``: its weights and tokenizer are
+    loaded only when a text is missing from the embedding cache)."""
     t0 = time.perf_counter()
     log = StageLog(cfg.benchmark)
     out_dir = Path(out_root) / cfg.benchmark
@@ -354,7 +355,7 @@ def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, ch
     try:
         if not no_compile_cache:
             compile_cache.enable(resolve_cache_dir(cache_dir))
-        load_once = functools.lru_cache(maxsize=None)(load_encoder)  # one encoder (and its compiled shapes) for all
+        load_once = functools.lru_cache(maxsize=None)(load_encoder_lazily)  # one encoder (compiled shapes) for all
         for name in expand_benchmarks(benchmarks):
             cfg = SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda,
                               alpha=alpha, k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench,
