@@ -23,17 +23,17 @@ temporary directory, removed at the end unless --keep).
 
 Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30, dev environment
 (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process):
-  cached  506 s (target 300 s: 0.59x; 631 s before the λ = 0 models were taken from the core run, the reranker
+  cached  505 s (target 300 s: 0.59x; 631 s before the λ = 0 models were taken from the core run, the reranker
           trained on gathered rows and the evaluation stopped compiling eager slices; 687 s before the batched
           smoothing kernel and one process with one encoder, 1,256 s before numpy-sorted rankings and lax.map
-          training); stages: demo 65 s, UltraTool 247 s, Seal-Tools 175 s; peak RSS 3,196 MiB for the three benchmarks
-          in one process.
+          training); stages: demo 58 s, UltraTool 246 s, Seal-Tools 182 s; peak RSS 2,681 MiB for the three
+          benchmarks in one process (3,196 MiB before the encoder loaded lazily).
   rerun   426 s (0.70x): compilation loaded from the cache (stages: UltraTool 216 s, Seal-Tools 144 s, demo 48 s).
   empty   197 s (target 240 s: 1.22x, met; 233 s before the changes above, 260 s as two processes); encoding
           88 s of it; peak RSS 2,153 MiB. With USE_TORCH=0 (the README install, without torch) 219.7 s before the
           changes above (not re-measured since).
-Training is most of each cached sweep (UltraTool: core 27 s, lambda-aware 60 s, core_plus 32 s, reranker
-56 s; evaluation 50 s).
+Training is most of each cached sweep (UltraTool: core 26 s, lambda-aware 64 s, core_plus 35 s, reranker
+55 s; evaluation 48 s).
 """
 
 from __future__ import annotations
