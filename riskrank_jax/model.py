@@ -165,8 +165,8 @@ def relevance_full(params: Params, q: jax.Array, t: jax.Array, *, query_chunk: i
       params: see ``init_params``.
       q: query embeddings [Q, d].
       t: tool embeddings [N, d].
-      query_chunk: queries per chunk; default: all queries (concat) or a chunk whose [C, N, d] block is
-        near 2**24 elements (interact).
+      query_chunk: queries per chunk; default: all queries (concat). The interact head caps it at the largest
+        power of two whose [C, N, d] block holds <= 2**25 elements (``interact_chunk``).
 
     Returns:
       [Q, N] relevance.
