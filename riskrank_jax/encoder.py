@@ -625,21 +625,27 @@ class LazyEncoder:
         return f"LazyEncoder(model_id={self.model_id!r}, dim={self.dim}, loaded={self.loaded})"
 
 
+def _local_model(name_or_path) -> tuple[Path, str] | None:
+    """(model directory, name) of the default encoder (None) or of an existing local directory (named after it,
+    unless it is the default's); None for anything else (a hub id, or a path that does not exist)."""
+    if name_or_path is None:
+        return default_model_dir(), DEFAULT_MODEL_NAME
+    p = Path(name_or_path).expanduser()
+    if not p.is_dir():
+        return None
+    p = p.resolve()
+    try:
+        is_default = p == default_model_dir()
+    except RiskRankError:
+        is_default = False
+    return p, DEFAULT_MODEL_NAME if is_default else p.name
+
+
 def load_encoder_lazily(name_or_path: str | os.PathLike | None = None):
     """A ``LazyEncoder`` for the default encoder (None) or a local directory whose files settle its id; otherwise
     (a hub id, a length left to the tokenizer) ``load_encoder(name_or_path)`` itself."""
-    if name_or_path is None:
-        model_dir, name = default_model_dir(), DEFAULT_MODEL_NAME
-    else:
-        model_dir = Path(name_or_path).expanduser()
-        if not model_dir.is_dir():
-            return load_encoder(name_or_path)
-        model_dir = model_dir.resolve()
-        try:
-            name = DEFAULT_MODEL_NAME if model_dir == default_model_dir() else model_dir.name
-        except RiskRankError:
-            name = model_dir.name
-    ident = _id_from_files(model_dir, name, normalize=True)
+    local = _local_model(name_or_path)
+    ident = None if local is None else _id_from_files(*local, normalize=True)
     return load_encoder(name_or_path) if ident is None else LazyEncoder(name_or_path, *ident)
 
 
@@ -689,19 +695,10 @@ def load_encoder(
     BERT directory (read offline); or a hub id such as "BAAI/bge-large-en-v1.5" (needs network or a hub cache).
     max_seq_length overrides the model's own setting; precision is jax's default_matmul_precision.
     """
-    if name_or_path is None:
-        return Encoder(default_model_dir(), DEFAULT_MODEL_NAME, max_seq_length=max_seq_length,
-                       normalize=normalize, precision=precision)
-    p = Path(name_or_path).expanduser()
-    if p.is_dir():
-        p = p.resolve()
-        try:
-            is_default = p == default_model_dir()
-        except RiskRankError:
-            is_default = False
-        name = DEFAULT_MODEL_NAME if is_default else p.name
-        return Encoder(p, name, max_seq_length=max_seq_length, normalize=normalize, precision=precision)
-    s = str(name_or_path)
+    local = _local_model(name_or_path)
+    if local is not None:
+        return Encoder(*local, max_seq_length=max_seq_length, normalize=normalize, precision=precision)
+    p, s = Path(name_or_path).expanduser(), str(name_or_path)
     if s.startswith((".", "/", "~")) or s.count("/") > 1 or p.exists():
         raise RiskRankError(f"encoder directory {s} does not exist (or is not a directory)")
     local = _snapshot_from_hub(s)

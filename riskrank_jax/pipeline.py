@@ -99,10 +99,11 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray,
         return rel, risk[:, None, :]
     rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
     risk = np.zeros_like(rel)
+    params = jax.tree.map(np.asarray, params)  # on the host once: each fold's models are sliced there
     for f in range(n_folds):  # F <= 5 folds; each fold's models see only that fold's queries
         idx = np.nonzero(fold == f)[0]
         if idx.size:
-            p_f = jax.tree.map(lambda x: np.asarray(x)[f::n_folds], params)  # models s * F + f (host slice)
+            p_f = jax.tree.map(lambda x: x[f::n_folds], params)  # models s * F + f
             r, k = _chunked_model_scores(p_f, q_emb[idx], t_emb, m_chunk, q_chunk)
             rel[:, idx] = np.asarray(r)
             risk[:, idx] = np.asarray(k)[:, None, :]

@@ -164,9 +164,9 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
     params = init_params(key, q_emb.shape[1], weight, config.rank)
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
-    train_gold = gold[train_rows]
-    cand = training_candidates(feats[train_rows], train_gold, weight, config.n_candidates)
-    f_cand = candidate_features(feats[train_rows], cand)
+    train_feats = feats[train_rows]
+    cand = training_candidates(train_feats, gold[train_rows], weight, config.n_candidates)
+    f_cand = candidate_features(train_feats, cand)
     train_q = q_emb[train_rows]
 
     def held(p):

@@ -46,17 +46,12 @@ def per_slice(fn, *arrays):
     [..., Q, Y]: every jitted stage sees one shape per query chunk, whatever the variant's λ / seed axes.
     On the CPU backend the slicing and stacking run in numpy (outputs are numpy), so no eager slice, reshape or
     stack program is compiled for each shape (UltraTool's evaluation compiled 37 of them, 1.7 s)."""
-    if host_sorts():
-        arrays = [np.asarray(a) for a in arrays]
-        lead = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
-        flat = [np.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) for a in arrays]
-        outs = [fn(*(f[i] for f in flat)) for i in range(flat[0].shape[0])]
-        return jax.tree.map(lambda *o: np.stack([np.asarray(x) for x in o]).reshape(lead + o[0].shape), *outs)
-    arrays = [jnp.asarray(a) for a in arrays]
-    lead = jnp.broadcast_shapes(*(a.shape[:-2] for a in arrays))
-    flat = [jnp.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) for a in arrays]
+    xp = np if host_sorts() else jnp
+    arrays = [xp.asarray(a) for a in arrays]
+    lead = xp.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+    flat = [xp.broadcast_to(a, lead + a.shape[-2:]).reshape((-1,) + a.shape[-2:]) for a in arrays]
     outs = [fn(*(f[i] for f in flat)) for i in range(flat[0].shape[0])]
-    return jax.tree.map(lambda *o: jnp.stack(o).reshape(lead + o[0].shape), *outs)
+    return jax.tree.map(lambda *o: xp.stack([xp.asarray(x) for x in o]).reshape(lead + o[0].shape), *outs)
 
 
 def host_sorts() -> bool:
