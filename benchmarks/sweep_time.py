@@ -2,9 +2,11 @@
 
 Runs (each a subprocess of ``python -m riskrank_jax.sweep`` under ``/usr/bin/time -v``):
 
-  cached   ``--benchmark all --force`` from the embedding cache you already have, with a new empty checkpoint
-           directory (so every model is trained: only the encoding is skipped) and a new empty XLA compilation
-           cache (so every program is compiled).  Target: <= 300 s wall.
+  serial   ``--benchmark all --force --jobs 1`` from the embedding cache you already have, with a new empty
+           checkpoint directory (so every model is trained: only the encoding is skipped) and a new empty XLA
+           compilation cache (so every program is compiled): the benchmarks one after another in one process.
+  cached   the same with the default ``--jobs`` (two benchmarks side by side on a CPU with 2+ cores), its own
+           empty compilation cache.  Target: <= 300 s wall.
   rerun    the same again with the compilation cache ``cached`` filled (what a second sweep costs); needs
            ``cached`` before it in the same invocation.
   empty    the paper's rows (``--variants paper``) of UltraTool and Seal-Tools in one process
@@ -15,9 +17,9 @@ For each it prints wall seconds, the ratio target / wall (>= 1 meets the target)
 (``Maximum resident set size``; target <= 3 GiB) and each benchmark's stage timings and peak RSS from its
 results.json.  Measure on a quiet machine: the script prints the load average before and after each run.
 
-    python benchmarks/sweep_time.py [--runs cached rerun empty] [--work DIR] [--json FILE] [--update-reference]
+    python benchmarks/sweep_time.py [--runs serial cached rerun empty] [--work DIR] [--json FILE] [--update-reference]
 
-``--update-reference`` makes the cached run write the committed results under experiments/results/ (for
+``--update-reference`` makes the serial run write the committed results under experiments/results/ (for
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
@@ -50,7 +52,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS_S = {"cached": 300.0, "rerun": 300.0, "empty": 240.0}
+TARGETS_S = {"serial": 300.0, "cached": 300.0, "rerun": 300.0, "empty": 240.0}
 RSS_TARGET_MIB = 3 * 1024
 
 
@@ -88,11 +90,17 @@ def _env(**extra) -> dict:
 
 def run_cached(work: Path, update_reference: bool, name: str = "cached") -> dict:
     """``--benchmark all --force`` with the user's embedding cache, a new checkpoint directory and the XLA
-    compilation cache ``work/xla``: empty for "cached", filled by the "cached" run before it for "rerun"."""
+    compilation cache ``work/xla`` (``work/xla_serial`` for "serial"): empty for "cached" and "serial", filled by
+    the "cached" run before it for "rerun". "serial" adds ``--jobs 1``."""
     out = work / f"runs_{name}"
     args = ["--benchmark", "all", "--force", "--checkpoint-dir", str(work / f"ckpt_{name}")]
-    args += ["--update-reference"] if update_reference else ["--out", str(out)]
-    res = _timed_sweep(args, _env(JAX_COMPILATION_CACHE_DIR=work / "xla"), work / f"{name}.log")
+    # the committed results are measured with the benchmarks one after another (--jobs 1), so their timings and
+    # smoothing throughput come from a CPU no other benchmark shares
+    args += ["--update-reference", "--jobs", "1"] if update_reference else ["--out", str(out)]
+    if name == "serial" and not update_reference:
+        args += ["--jobs", "1"]
+    xla = work / ("xla_serial" if name == "serial" else "xla")
+    res = _timed_sweep(args, _env(JAX_COMPILATION_CACHE_DIR=xla), work / f"{name}.log")
     res["stages"] = _stages(ROOT / "experiments" / "results" if update_reference else out)
     return res
 
@@ -113,23 +121,29 @@ def report(name: str, res: dict) -> None:
     ok = "meets" if res["wall_s"] <= target else "misses"
     print(f"\n[{name}] wall {res['wall_s']:.1f} s (target {target:.0f} s, ratio {target / res['wall_s']:.2f}x, {ok}); "
           f"peak RSS {res['max_rss_mib']} MiB (target {RSS_TARGET_MIB} MiB); exit {res['rc']}")
+    peaks = []
     for bench, st in res["stages"].items():
         print(f"  {bench}: " + ", ".join(f"{k} {v:.1f} s" for k, v in st["timings"].items()))
-        peak = max(st["peak_rss_mb"].values(), default=0.0)
-        print(f"  {bench}: peak RSS over stages {peak:.0f} MiB")
+        peaks.append(max(st["peak_rss_mb"].values(), default=0.0))
+        print(f"  {bench}: peak RSS over stages {peaks[-1]:.0f} MiB")
+    if len(peaks) > 1:  # side by side (--jobs), each benchmark's process has its own peak; time -v shows the largest
+        print(f"  benchmarks side by side: at most {sum(peaks):.0f} MiB at once (the sum of their processes' peaks)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", nargs="+", choices=list(TARGETS_S), default=list(TARGETS_S),
+    ap.add_argument("--runs", nargs="+", choices=list(TARGETS_S), default=["cached", "rerun", "empty"],
                     help="'rerun' repeats 'cached' with the compiled programs 'cached' left in the compilation "
                          "cache, so it needs 'cached' before it in the same invocation")
     ap.add_argument("--work", type=Path, default=None, help="working directory (default: a new temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the working directory")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     ap.add_argument("--update-reference", action="store_true",
-                    help="the cached run writes experiments/results/ (refreshes the committed results and timings)")
+                    help="the serial run writes experiments/results/ (refreshes the committed results and timings, "
+                         "measured with no other benchmark beside them)")
     args = ap.parse_args()
+    if args.update_reference and "serial" not in args.runs:
+        ap.error("--update-reference writes the serial run's results: add serial to --runs")
     if "rerun" in args.runs and ("cached" not in args.runs or args.runs.index("rerun") < args.runs.index("cached")):
         ap.error("--runs rerun needs cached before it (it reuses the programs cached compiled)")
     work = args.work or Path(tempfile.mkdtemp(prefix="riskrank-sweep-time-"))
@@ -140,8 +154,8 @@ def main() -> None:
             before = _loadavg()
             if name == "empty":
                 res = run_empty(work)
-            else:  # only the first (compile-cache-cold) run may write the committed results
-                res = run_cached(work, args.update_reference and name == "cached", name)
+            else:  # only the serial (one process, compile-cache-cold) run may write the committed results
+                res = run_cached(work, args.update_reference and name == "serial", name)
             res["loadavg_before"], res["loadavg_after"] = before, _loadavg()
             figures["runs"][name] = res
             report(name, res)

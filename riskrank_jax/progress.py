@@ -1,11 +1,14 @@
 """Progress bars that appear only on a terminal.
 
-A bar is drawn (tqdm, on stderr) only when it is enabled *and* stderr is a TTY, so logs, pipes, CI output and
-captured subprocess output never hold carriage returns or bar characters.
+A bar is drawn (tqdm, on stderr) only when it is enabled *and* stderr is a TTY *and* the environment does not
+set ``RISKRANK_PROGRESS=0``, so logs, pipes, CI output and captured subprocess output never hold carriage
+returns or bar characters. The sweep's worker processes (``--jobs``) set it: their bars would share one
+terminal line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Iterable
 
@@ -19,12 +22,13 @@ def stderr_is_terminal() -> bool:
 
 
 def progress_bar(iterable: Iterable | None = None, *, enabled: bool = True, **tqdm_kwargs):
-    """A tqdm bar over `iterable` when enabled and stderr is a terminal, else a silent stand-in.
+    """A tqdm bar over `iterable` when enabled, stderr is a terminal and RISKRANK_PROGRESS is not "0"; else a
+    silent stand-in.
 
     The stand-in iterates `iterable` unchanged and accepts update()/set_postfix()/close() as no-ops, so callers
     never branch on whether a bar is shown.
     """
-    if enabled and stderr_is_terminal():
+    if enabled and stderr_is_terminal() and os.environ.get("RISKRANK_PROGRESS", "1") != "0":
         from tqdm.auto import tqdm
 
         return tqdm(iterable, file=sys.stderr, **tqdm_kwargs)

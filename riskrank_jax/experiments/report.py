@@ -128,6 +128,10 @@ def _stress_section(res: dict, split: str) -> list[str]:
             _metrics_line("ndcg@5", "rvr@5", "srr@5"), _table(rows, ["variant", "NDCG@5", "RVR@5", "SRR@5", "paper RVR@5", "paper SRR@5"])]
 
 
+SHARED_CPU_NOTE = ("Measured while other benchmarks of the same command ran beside this one (`--jobs`), on a shared "
+                   "CPU; `--jobs 1` measures each benchmark alone.\n\n")
+
+
 def _throughput_section(res: dict) -> list[str]:
     th = res["smoothing_throughput"]
     rows = [[r["mode"], r["path"], f"{r['queries_per_s']:.0f}", f"{r['edges_per_s']:.3g}",
@@ -137,7 +141,7 @@ def _throughput_section(res: dict) -> list[str]:
             "Columns: queries/s and edges/s (messages) of one ToolGraph smoothing call, median of repeated calls "
             "after a warm-up; speed vs dense = time of the dense matmul path ÷ time of this path in the same mode "
             "(> 1 is faster); bytes/call and flops/call from the cost model in "
-            "`riskrank_jax/experiments/throughput.py`.\n\n",
+            "`riskrank_jax/experiments/throughput.py`.\n\n", SHARED_CPU_NOTE if res.get("side_by_side") else "",
             _table(rows, ["mode", "path", "queries/s", "edges/s", "speed vs dense", "bytes/call", "flops/call"])]
 
 
@@ -182,6 +186,8 @@ def tables_markdown(res: dict) -> str:
         parts += _throughput_section(res)
     parts.append("\n## Stage timings (s)\n")
     parts.append("Wall-clock seconds of each stage of this run (cached stages take little).\n\n")
+    if res.get("side_by_side"):
+        parts.append(SHARED_CPU_NOTE)
     parts.append(_table([[k, f"{v:.1f}"] for k, v in res["timings"].items()], ["stage", "seconds"]))
     if "peak_rss_mb" in res:
         parts.append("\n## Peak resident memory after each stage (MiB)\n")

@@ -31,6 +31,7 @@ from riskrank_jax.embed_cache import EmbeddingCache
 from riskrank_jax.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
+from riskrank_jax.experiments.jobs import default_jobs, run_in_workers
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
                                                queries_per_chunk, reduce_queries, rows_per_query,
@@ -242,24 +243,27 @@ def _previous_results(path: Path, run_key: str):
     return prev if isinstance(prev, dict) and prev.get("run_key") == run_key else None
 
 
-def _finish(res: dict, out_dir: Path, reused: bool, seconds: float) -> dict:
-    """The last lines of a benchmark's run: its main table, then where its files are."""
-    click.echo(report.main_table_text(res))
+def _finish(res: dict, out_dir: Path, reused: bool, seconds: float, report_to) -> dict:
+    """The last lines of a benchmark's run, each given to ``report_to``: its main table, then where its files are."""
+    report_to(report.main_table_text(res))
     if reused:
         when = res.get("finished_at") or datetime.fromtimestamp((out_dir / "results.json").stat().st_mtime) \
             .astimezone().isoformat(timespec="seconds")
-        click.echo(f"[{res['benchmark']}] reusing your run of {when} in {out_dir} (same configuration, data and "
-                   "encoder); --force recomputes")
+        report_to(f"[{res['benchmark']}] reusing your run of {when} in {out_dir} (same configuration, data and "
+                  "encoder); --force recomputes")
     else:
-        click.echo(f"[{res['benchmark']}] wrote {out_dir}/results.json, tables.md, lambda_sweep.png, tradeoff.png, pareto.png "
-                   f"(computed in {seconds:.0f} s)")
+        report_to(f"[{res['benchmark']}] wrote {out_dir}/results.json, tables.md, lambda_sweep.png, tradeoff.png, "
+                  f"pareto.png (computed in {seconds:.0f} s)")
     return res
 
 
 def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
-                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder_lazily) -> dict:
+                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder_lazily,
+                  report_to=click.echo, side_by_side: bool = False) -> dict:
     """Run every stage for one benchmark, write its outputs under <out_root>/<benchmark>/ and print its main
-    table. Without ``force``, a results.json there with the same run key (configuration, data, encoder,
+    table (its closing lines go to ``report_to``; stage lines always go to stderr). ``side_by_side``: other
+    benchmarks run at the same time (``--jobs``), recorded in results.json because the CPU was shared while
+    its timings and smoothing throughput were measured. Without ``force``, a results.json there with the same run key (configuration, data, encoder,
     variants) is reused and said so. `bench` / `encoder` may be given directly (tests inject a tiny benchmark
     and a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, which a run over
     several benchmarks makes a cached one; by default ``load_encoder_lazily``: its weights and tokenizer are
@@ -275,7 +279,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
     run_key = short_hash([cfg.key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
                           [v.spec() for v in variants]])
     if not force and (prev := _previous_results(out_dir / "results.json", run_key)) is not None:
-        return _finish(prev, out_dir, True, time.perf_counter() - t0)
+        return _finish(prev, out_dir, True, time.perf_counter() - t0, report_to)
 
     runs = train_all(cfg, log, bench, emb, variants, encoder.model_id, ckpt_root)
     graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb)
@@ -293,13 +297,14 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
         results["smoothing_throughput"] = log.run(
             "smoothing throughput benchmark", smoothing_throughput, graphs["train"][0],
             n_queries=next(iter(bench.tests.values())).size, n_candidates=min(cfg.n_candidates, bench.tools.size))
-    results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", timings=log.timings,
+    results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", side_by_side=side_by_side,
+                   timings=log.timings,
                    peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key,
                    reproducibility=REPRODUCIBILITY,
                    finished_at=datetime.now().astimezone().isoformat(timespec="seconds"))
     click.echo(f"[{cfg.benchmark}] write results to {out_dir} ...", err=True)
     report.write_outputs(results, out_dir)
-    return _finish(results, out_dir, False, time.perf_counter() - t0)
+    return _finish(results, out_dir, False, time.perf_counter() - t0, report_to)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -307,9 +312,9 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
-              show_default=True, help="Benchmark(s) to run, in turn and in one process (space-separated after one "
-              "--benchmark: --benchmark ultratool sealtools); 'all' = demo ultratool sealtools. One process shares "
-              "the loaded encoder and compiled programs between them.")
+              show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
+              "ultratool sealtools); "
+              "'all' = demo ultratool sealtools. Several run side by side in worker processes (see --jobs).")
 @click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
               "(default: the embedded all-MiniLM-L6-v2).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
@@ -339,32 +344,94 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
               "same configuration (otherwise reused, and said so).")
 @click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
               "(kept by default: a later sweep loads them instead of compiling, same results).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Benchmarks run at once, each in a worker process of its own (default: 2 when several are asked "
+                   "for on a CPU with 2+ cores; 1 where a JAX GPU/TPU plugin is installed). 1 runs them in turn in "
+                   "this process. Same results either way; peak memory adds up over the benchmarks running at once.")
 def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
-         main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache):
+         main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache,
+         jobs):
     """Reproduce the paper's tables (and the beyond-paper variants) in one run.
 
-    Embeds every text once (cached), trains every model of a training run in one vmapped program
-    (checkpoints reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds;
-    writes results.json, tables.md and figures under runs/<benchmark>/ (or --out DIR) and prints the main
-    table and where it wrote. The committed results under experiments/results/ change only with
-    --update-reference.
-    """
+    Embeds every text once (cached), trains every model of a training run in one vmapped program (checkpoints
+    reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds; writes results.json,
+    tables.md and figures under runs/<benchmark>/ (or --out DIR), prints the main table and where it wrote.
+    Several benchmarks run side by side (--jobs). experiments/results/ changes only with --update-reference."""
     names = checked_variant_names(variant_names, no_extras)
     out_root = output_root(out_dir, update_reference)
     ckpt_root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
-    try:
-        if not no_compile_cache:
-            compile_cache.enable(resolve_cache_dir(cache_dir))
-        load_once = functools.lru_cache(maxsize=None)(load_encoder_lazily)  # one encoder (compiled shapes) for all
-        for name in expand_benchmarks(benchmarks):
-            cfg = SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda,
-                              alpha=alpha, k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench,
-                              epochs=epochs, memory_budget=memory_budget)
-            run_benchmark(cfg, data_dir=data_dir, out_root=out_root, cache_dir=cache_dir, ckpt_root=ckpt_root,
-                          force=force or update_reference, encoder_loader=load_once)
-    except RiskRankError as e:
-        click.echo(f"error: {e}", err=True)
+    shared = dict(data_dir=data_dir, out_root=out_root, cache_dir=cache_dir, ckpt_root=ckpt_root,
+                  force=force or update_reference)
+    tasks = [(SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda, alpha=alpha,
+                          k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench, epochs=epochs,
+                          memory_budget=memory_budget), shared) for name in expand_benchmarks(benchmarks)]
+    errors = run_tasks(tasks, False if no_compile_cache else cache_dir, jobs or default_jobs(len(tasks)))
+    for message in errors:
+        click.echo(f"error: {message}", err=True)
+    if errors:
         sys.exit(1)
+
+
+def run_tasks(tasks, compile_cache_under, jobs: int) -> list[str]:
+    """The (SweepConfig, run_benchmark keyword arguments) tasks: side by side in ``jobs`` worker processes when
+    ``jobs`` > 1 and there are several, else in turn in this process. ``compile_cache_under``: the embedding-cache
+    directory whose ``xla/`` keeps compiled programs (None: the default one; pass ``False`` for none).
+    Returns the error messages (none: every benchmark finished)."""
+    try:
+        xla_root = None if compile_cache_under is False else resolve_cache_dir(compile_cache_under)
+        if jobs > 1 and len(tasks) > 1:
+            return run_side_by_side(tasks, xla_root, jobs)
+        return run_in_turn(tasks, xla_root)
+    except RiskRankError as e:
+        return [str(e)]
+
+
+def run_in_turn(tasks, compile_cache_root) -> list[str]:
+    """Each (SweepConfig, run_benchmark keyword arguments) in turn in this process, sharing one encoder and the
+    compiled programs; stops at the first error (raised). Returns [] (the errors of ``run_side_by_side``)."""
+    if compile_cache_root is not None:
+        compile_cache.enable(compile_cache_root)
+    load_once = functools.lru_cache(maxsize=None)(load_encoder_lazily)  # one encoder (compiled shapes) for all
+    for cfg, kwargs in tasks:
+        run_benchmark(cfg, **kwargs, encoder_loader=load_once)
+    return []
+
+
+# the longest first, so the last to finish is a short one (stage times measured on the 2-core CPU box, cached
+# embeddings: UltraTool 246 s, Seal-Tools 182 s, demo 58 s); other names keep their order, after these
+EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo")
+
+
+def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:
+    """The (SweepConfig, run_benchmark keyword arguments) tasks ``jobs`` at a time in worker processes
+    (``experiments.jobs``), the longest first; each benchmark's closing lines are printed when it finishes.
+    A failing benchmark does not stop the others; returns the error messages, "[benchmark] message"."""
+    rank = {name: i for i, name in enumerate(EXPECTED_LONGEST_FIRST)}
+    order = sorted(tasks, key=lambda t: rank.get(t[0].benchmark, len(rank)))
+    click.echo(f"running {len(tasks)} benchmarks, {min(jobs, len(tasks))} at a time, each in a worker process "
+               "(--jobs); their stage lines interleave, each table follows when its benchmark finishes", err=True)
+    errors = []
+    for (cfg, _, _), (lines, error) in run_in_workers(benchmark_task, [(*t, compile_cache_root) for t in order],
+                                                      jobs):
+        for line in lines:
+            click.echo(line)
+        if error is not None:
+            errors.append(f"[{cfg.benchmark}] {error}")
+    return errors
+
+
+def benchmark_task(task) -> tuple[list[str], str | None]:
+    """One benchmark in a worker process: task = (SweepConfig, run_benchmark keyword arguments, compilation-cache
+    root or None). Returns (its closing lines, None), or (lines so far, the message of a RiskRankError)."""
+    cfg, kwargs, compile_cache_root = task
+    if compile_cache_root is not None:
+        compile_cache.enable(compile_cache_root)
+    lines: list[str] = []
+    try:
+        run_benchmark(cfg, **kwargs, report_to=lines.append, side_by_side=True)
+    except RiskRankError as e:
+        return lines, str(e)
+    return lines, None
 
 
 def checked_variant_names(variant_names, no_extras: bool) -> tuple[str, ...]:
@@ -406,5 +473,5 @@ def run(argv=None):
               prog_name="python -m riskrank_jax.sweep")
 
 
-__all__ = ["SweepConfig", "run_benchmark", "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run",
+__all__ = ["SweepConfig", "run_benchmark", "run_tasks", "run_in_turn", "run_side_by_side", "benchmark_task", "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run",
            "DEFAULT_ALPHA", "MAIN_SPLIT"]

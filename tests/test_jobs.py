@@ -1,0 +1,109 @@
+"""Benchmarks side by side in worker processes (`--jobs`): the same results as one after another."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from riskrank_jax.experiments.jobs import default_jobs, run_in_workers
+from riskrank_jax.experiments.sweep import SweepConfig, run_in_turn, run_side_by_side
+from test_sweep import BagOfWordsEncoder, tiny_benchmark
+
+REPO = Path(__file__).resolve().parent.parent
+# what a rerun may change: when and how fast it ran, and the memory of its process
+VOLATILE = {"timings", "peak_rss_mb", "finished_at", "smoothing_throughput", "side_by_side"}
+
+
+def test_default_jobs():
+    assert default_jobs(3, cpus=2, accelerator=False) == 2
+    assert default_jobs(2, cpus=16, accelerator=False) == 2
+    assert default_jobs(1, cpus=16, accelerator=False) == 1  # one benchmark: in this process
+    assert default_jobs(3, cpus=1, accelerator=False) == 1
+    assert default_jobs(3, cpus=16, accelerator=True) == 1  # each process would claim the device's memory
+
+
+def test_workers_run_every_item_in_a_worker_process():
+    # os.getenv(name) in the worker: the worker's initializer turned progress bars off there, not here
+    out = dict(run_in_workers(os.getenv, ["RISKRANK_PROGRESS", "RISKRANK_NO_SUCH_VARIABLE"], jobs=2))
+    assert out == {"RISKRANK_PROGRESS": "0", "RISKRANK_NO_SUCH_VARIABLE": None}
+    assert os.environ.get("RISKRANK_PROGRESS") is None
+    assert list(run_in_workers(abs, [], jobs=2)) == []
+    with pytest.raises(ValueError):
+        list(run_in_workers(abs, [1], jobs=0))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self") or sys.version_info < (3, 11),
+                    reason="needs /proc (Linux) and Python >= 3.11 (a fresh worker per item)")
+def test_each_item_gets_a_fresh_process():
+    # os.readlink("/proc/self") is the pid of the process that reads it
+    pids = [pid for _, pid in run_in_workers(os.readlink, ["/proc/self", "/proc/self"], jobs=1)]
+    assert len(set(pids)) == 2 and str(os.getpid()) not in pids
+
+
+def test_an_error_in_a_worker_is_raised():
+    with pytest.raises(ValueError, match="invalid literal"):
+        list(run_in_workers(int, ["12", "not a number"], jobs=2))
+
+
+def _results(path):
+    res = json.loads(path.read_text())
+    return {k: v for k, v in res.items() if k not in VOLATILE}
+
+
+@pytest.mark.slow
+def test_side_by_side_equals_in_turn(tmp_path, capsys):
+    tasks = []
+    for name in ("tiny_a", "tiny_b"):
+        cfg = SweepConfig(benchmark=name, seeds=(1,), lambdas=(0.0, 0.1), epochs=2, stress_n=5, variants=("paper",),
+                          smoothing_benchmark=False)
+        bench = dataclasses.replace(tiny_benchmark(), name=name)
+        tasks.append((cfg, dict(cache_dir=tmp_path / "cache", ckpt_root=tmp_path / "ckpt", bench=bench,
+                                encoder=BagOfWordsEncoder(), force=True)))
+    run_in_turn([(cfg, dict(kw, out_root=tmp_path / "in_turn")) for cfg, kw in tasks], None)
+    capsys.readouterr()
+    errors = run_side_by_side([(cfg, dict(kw, out_root=tmp_path / "side")) for cfg, kw in tasks], None, jobs=2)
+    printed = capsys.readouterr().out
+    assert errors == []
+    for name in ("tiny_a", "tiny_b"):
+        assert _results(tmp_path / "side" / name / "results.json") == _results(tmp_path / "in_turn" / name /
+                                                                               "results.json")
+        assert f"[{name}] wrote {tmp_path / 'side' / name}/results.json" in printed  # the worker's closing lines
+        side = json.loads((tmp_path / "side" / name / "results.json").read_text())
+        alone = json.loads((tmp_path / "in_turn" / name / "results.json").read_text())
+        assert side["side_by_side"] is True and alone["side_by_side"] is False  # the CPU was shared: said so
+        assert "on a shared CPU" in (tmp_path / "side" / name / "tables.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_failing_benchmark_does_not_stop_the_others(tmp_path):
+    good = SweepConfig(benchmark="tiny", seeds=(1,), lambdas=(0.0,), epochs=1, stress_n=5, variants=("paper",),
+                       smoothing_benchmark=False)
+    kw = dict(cache_dir=tmp_path / "cache", ckpt_root=tmp_path / "ckpt", out_root=tmp_path / "out", force=True)
+    bad = dataclasses.replace(good, benchmark="ultratool")
+    errors = run_side_by_side([(good, dict(kw, bench=tiny_benchmark(), encoder=BagOfWordsEncoder())),
+                               (bad, dict(kw, data_dir=tmp_path / "no_such_data", encoder=BagOfWordsEncoder()))],
+                              None, jobs=2)
+    assert len(errors) == 1 and errors[0].startswith("[ultratool] ") and "no_such_data" in errors[0]
+    assert (tmp_path / "out" / "tiny" / "results.json").exists()
+    assert not (tmp_path / "out" / "ultratool").exists()  # nothing half-written for the failed one
+
+
+def test_cli_side_by_side_reports_each_benchmarks_error(tmp_path):
+    # two benchmarks whose data is missing: both workers fail, each error is named, the exit status is 1
+    r = subprocess.run([sys.executable, "-m", "riskrank_jax.sweep", "--benchmark", "ultratool", "sealtools",
+                        "--jobs", "2", "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "out"),
+                        "--cache-dir", str(tmp_path / "cache"), "--checkpoint-dir", str(tmp_path / "ckpt")],
+                       capture_output=True, text=True, cwd=REPO, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "2 at a time, each in a worker process" in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert sorted(e.split("]")[0] for e in errors) == ["error: [sealtools", "error: [ultratool"]
+    assert all(str(tmp_path / "missing") in e for e in errors), errors
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
