@@ -23,19 +23,20 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
-Measured on the 2-core x86 CPU box, quiet (load average < 2, nothing else running), 2026-11-30, dev environment
-(the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process):
-  cached  505 s (target 300 s: 0.59x; 631 s before the λ = 0 models were taken from the core run, the reranker
-          trained on gathered rows and the evaluation stopped compiling eager slices; 687 s before the batched
-          smoothing kernel and one process with one encoder, 1,256 s before numpy-sorted rankings and lax.map
-          training); stages: demo 58 s, UltraTool 246 s, Seal-Tools 182 s; peak RSS 2,681 MiB for the three
-          benchmarks in one process (3,196 MiB before the encoder loaded lazily).
-  rerun   426 s (0.70x): compilation loaded from the cache (stages: UltraTool 216 s, Seal-Tools 144 s, demo 48 s).
-  empty   197 s (target 240 s: 1.22x, met; 233 s before the changes above, 260 s as two processes); encoding
-          88 s of it; peak RSS 2,153 MiB. With USE_TORCH=0 (the README install, without torch) 219.7 s before the
-          changes above (not re-measured since).
-Training is most of each cached sweep (UltraTool: core 26 s, lambda-aware 64 s, core_plus 35 s, reranker
-55 s; evaluation 48 s).
+Measured on the 2-core x86 CPU box, quiet (load average < 2 before each run, nothing else running), 2026-11-30, dev
+environment (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process), one
+invocation (--runs serial cached rerun):
+  serial  543 s (834 CPU-s, 153 % of one core); stages: demo 57 s, UltraTool 279 s, Seal-Tools 186 s; peak RSS
+          2,662 MiB for the three in one process (505 s and 2,681 MiB in an earlier session's quiet run of the same
+          code path; 631 s before the λ = 0 models were taken from the core run, 1,256 s before numpy-sorted
+          rankings and lax.map training).
+  cached  457 s (target 300 s: 0.66x; 865 CPU-s, 189 %): 1.19x faster than serial, same results bit for bit;
+          UltraTool's process peaks at 1,919 MiB, Seal-Tools' at 1,826 MiB (the two run at the same time).
+  rerun   379 s (0.79x; 700 CPU-s, 184 %): compilation loaded from the cache.
+  empty   189 s (target 240 s: 1.27x, met; 197 s in turn in one process); encoding included.
+On 2 cores the CPU-seconds bound the wall time: about 430 s for a first run whatever the schedule.
+Training is most of each sweep (UltraTool alone: core 27 s, lambda-aware 68 s, core_plus 39 s, reranker 66 s;
+evaluation 56 s).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def _stages(results_dir: Path) -> dict:
     out = {}
     for f in sorted(results_dir.glob("*/results.json")):
         r = json.loads(f.read_text())
-        out[f.parent.name] = {"timings": r.get("timings", {}), "peak_rss_mb": r.get("peak_rss_mb", {})}
+        out[f.parent.name] = {"timings": r.get("timings", {}), "peak_rss_mb": r.get("peak_rss_mb", {}),
+                              "side_by_side": bool(r.get("side_by_side", False))}
     return out
 
 
@@ -126,7 +128,8 @@ def report(name: str, res: dict) -> None:
         print(f"  {bench}: " + ", ".join(f"{k} {v:.1f} s" for k, v in st["timings"].items()))
         peaks.append(max(st["peak_rss_mb"].values(), default=0.0))
         print(f"  {bench}: peak RSS over stages {peaks[-1]:.0f} MiB")
-    if len(peaks) > 1:  # side by side (--jobs), each benchmark's process has its own peak; time -v shows the largest
+    if any(st["side_by_side"] for st in res["stages"].values()):  # each benchmark's process has its own peak; time -v
+        # reports the largest
         print(f"  benchmarks side by side: at most {sum(peaks):.0f} MiB at once (the sum of their processes' peaks)")
 
 

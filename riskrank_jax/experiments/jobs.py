@@ -5,9 +5,10 @@
 
 Why: one benchmark does not keep a 2-core CPU busy. XLA compiles on one thread, and the evaluation's small
 programs leave the second core idle for a good part of each stage. `--benchmark all` one after another in one
-process took 549 s wall for 839 CPU-seconds (152 % of one core); the same three benchmarks as two processes
-side by side (UltraTool in one, demo then Seal-Tools in the other) took 426 s (190 %); measured on the 2-core
-CPU box, cached embeddings, empty compilation caches, 2026-11-30.
+process took 543 s wall for 834 CPU-seconds (153 % of one core); two at a time (UltraTool in one worker,
+Seal-Tools then the demo in the other) took 457 s for 865 CPU-seconds (189 %): 1.19x. Measured in one
+invocation of benchmarks/sweep_time.py on the 2-core CPU box, cached embeddings, empty compilation caches,
+2026-11-30.
 
 Results do not change: each worker runs the same programs on the same inputs, and XLA's CPU results do not
 depend on thread count or timing (results.json "reproducibility"). Memory: each worker holds one benchmark, so
