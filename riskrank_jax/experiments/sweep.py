@@ -262,12 +262,12 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
                   report_to=click.echo, side_by_side: bool = False) -> dict:
     """Run every stage for one benchmark, write its outputs under <out_root>/<benchmark>/ and print its main
     table (its closing lines go to ``report_to``; stage lines always go to stderr). ``side_by_side``: other
-    benchmarks run at the same time (``--jobs``), recorded in results.json because the CPU was shared while
-    its timings and smoothing throughput were measured. Without ``force``, a results.json there with the same run key (configuration, data, encoder,
-    variants) is reused and said so. `bench` / `encoder` may be given directly (tests inject a tiny benchmark
-    and a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, which a run over
-    several benchmarks makes a cached one; by default ``load_encoder_lazily``: its weights and tokenizer are
-    loaded only when a text is missing from the embedding cache)."""
+    benchmarks run at the same time (``--jobs``), recorded in results.json because the CPU was shared while its
+    timings and smoothing throughput were measured. Without ``force``, a results.json there with the same run key
+    (configuration, data, encoder, variants) is reused and said so. `bench` / `encoder` may be given directly
+    (tests inject a tiny benchmark and a fake encoder); otherwise they are loaded by name (the encoder by
+    ``encoder_loader``, by default ``load_encoder_lazily``: its weights and tokenizer are loaded only when a text is
+    missing from the embedding cache; a run in turn over several benchmarks shares one)."""
     t0 = time.perf_counter()
     log = StageLog(cfg.benchmark)
     out_dir = Path(out_root) / cfg.benchmark
@@ -298,8 +298,7 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
             "smoothing throughput benchmark", smoothing_throughput, graphs["train"][0],
             n_queries=next(iter(bench.tests.values())).size, n_candidates=min(cfg.n_candidates, bench.tools.size))
     results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", side_by_side=side_by_side,
-                   timings=log.timings,
-                   peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key,
+                   timings=log.timings, peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key,
                    reproducibility=REPRODUCIBILITY,
                    finished_at=datetime.now().astimezone().isoformat(timespec="seconds"))
     click.echo(f"[{cfg.benchmark}] write results to {out_dir} ...", err=True)
@@ -313,8 +312,8 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
               show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
-              "ultratool sealtools); "
-              "'all' = demo ultratool sealtools. Several run side by side in worker processes (see --jobs).")
+              "ultratool sealtools); 'all' = demo ultratool sealtools. Several run side by side in worker "
+              "processes (see --jobs).")
 @click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
               "(default: the embedded all-MiniLM-L6-v2).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
@@ -473,5 +472,6 @@ def run(argv=None):
               prog_name="python -m riskrank_jax.sweep")
 
 
-__all__ = ["SweepConfig", "run_benchmark", "run_tasks", "run_in_turn", "run_side_by_side", "benchmark_task", "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run",
-           "DEFAULT_ALPHA", "MAIN_SPLIT"]
+__all__ = ["SweepConfig", "run_benchmark", "run_tasks", "run_in_turn", "run_side_by_side", "benchmark_task",
+           "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run", "DEFAULT_ALPHA",
+           "MAIN_SPLIT"]
