@@ -96,10 +96,8 @@ def run_cached(work: Path, update_reference: bool, name: str = "cached") -> dict
     the "cached" run before it for "rerun". "serial" adds ``--jobs 1``."""
     out = work / f"runs_{name}"
     args = ["--benchmark", "all", "--force", "--checkpoint-dir", str(work / f"ckpt_{name}")]
-    # the committed results are measured with the benchmarks one after another (--jobs 1), so their timings and
-    # smoothing throughput come from a CPU no other benchmark shares
-    args += ["--update-reference", "--jobs", "1"] if update_reference else ["--out", str(out)]
-    if name == "serial" and not update_reference:
+    args += ["--update-reference"] if update_reference else ["--out", str(out)]
+    if name == "serial":  # the only run that may write the committed results: measured with no benchmark beside it
         args += ["--jobs", "1"]
     xla = work / ("xla_serial" if name == "serial" else "xla")
     res = _timed_sweep(args, _env(JAX_COMPILATION_CACHE_DIR=xla), work / f"{name}.log")
@@ -128,8 +126,7 @@ def report(name: str, res: dict) -> None:
         print(f"  {bench}: " + ", ".join(f"{k} {v:.1f} s" for k, v in st["timings"].items()))
         peaks.append(max(st["peak_rss_mb"].values(), default=0.0))
         print(f"  {bench}: peak RSS over stages {peaks[-1]:.0f} MiB")
-    if any(st["side_by_side"] for st in res["stages"].values()):  # each benchmark's process has its own peak; time -v
-        # reports the largest
+    if any(st["side_by_side"] for st in res["stages"].values()):  # one process each: time -v shows the largest
         print(f"  benchmarks side by side: at most {sum(peaks):.0f} MiB at once (the sum of their processes' peaks)")
 
 

@@ -341,6 +341,11 @@ def _load_tokenizer(model_dir: Path):
         raise RiskRankError(f"{model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
 
 
+def _tokenizer_sha256(model_dir: Path) -> str:
+    """sha256 over the tokenizer files the model directory has (part of the model id)."""
+    return _sha256_files([model_dir / f for f in _TOKENIZER_FILES if (model_dir / f).is_file()])
+
+
 def _resolve_max_seq_length(requested: int | None, st: SentenceConfig, tokenizer, limit: int) -> int:
     """The caller's value, else the sentence-transformers setting, else the tokenizer's (when sane), else the
     position table size `limit`; capped at `limit`."""
@@ -388,8 +393,7 @@ class Encoder:
         self.dim: int = int(config.hidden_size)
         self.row_lengths: tuple[int, ...] = _row_lengths_for(self.max_seq_length, limit)
         self.weights_sha256 = _sha256_files(files)
-        tok_files = [self.model_dir / f for f in _TOKENIZER_FILES if (self.model_dir / f).is_file()]
-        self.tokenizer_sha256 = _sha256_files(tok_files)
+        self.tokenizer_sha256 = _tokenizer_sha256(self.model_dir)
         self.model_id: str = self._identity()
         self._shape = BertShape.from_config(config)
         _, params = _load_flax_params(self.model_dir, config, files)
@@ -578,7 +582,8 @@ def _model_id(name: str, weights_sha256: str, pooling: str, max_seq_length: int,
 
 def _id_from_files(model_dir: Path, name: str, normalize: bool) -> tuple[str, int] | None:
     """(model id, dim) of ``Encoder(model_dir, name, normalize=normalize)`` read from the model's files alone, or
-    None when they do not settle it (max_seq_length left to the tokenizer, fields missing from config.json)."""
+    None when they do not settle it (max_seq_length left to the tokenizer, fields missing from config.json); a
+    max_seq_length below 3 is the RiskRankError loading would raise."""
     try:
         cfg = json.loads((model_dir / "config.json").read_text())
         dim, limit = int(cfg["hidden_size"]), int(cfg["max_position_embeddings"])
@@ -586,11 +591,11 @@ def _id_from_files(model_dir: Path, name: str, normalize: bool) -> tuple[str, in
         return None
     st = read_sentence_config(model_dir)
     files = _weight_files(model_dir)
-    if cfg.get("model_type") != "bert" or st.max_seq_length is None or st.max_seq_length < 3 or not files:
+    if cfg.get("model_type") != "bert" or st.max_seq_length is None or not files:
         return None
-    tok_files = [model_dir / f for f in _TOKENIZER_FILES if (model_dir / f).is_file()]
-    return _model_id(name, _sha256_files(files), st.pooling, min(st.max_seq_length, limit), _sha256_files(tok_files),
-                     st.do_lower_case, normalize), dim
+    length = _resolve_max_seq_length(None, st, None, limit)  # the Encoder's rule; the tokenizer is not needed here
+    return _model_id(name, _sha256_files(files), st.pooling, length, _tokenizer_sha256(model_dir), st.do_lower_case,
+                     normalize), dim
 
 
 class LazyEncoder:

@@ -364,20 +364,20 @@ def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, ch
     tasks = [(SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda, alpha=alpha,
                           k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench, epochs=epochs,
                           memory_budget=memory_budget), shared) for name in expand_benchmarks(benchmarks)]
-    errors = run_tasks(tasks, False if no_compile_cache else cache_dir, jobs or default_jobs(len(tasks)))
+    errors = run_tasks(tasks, jobs or default_jobs(len(tasks)), cache_dir, keep_compiled=not no_compile_cache)
     for message in errors:
         click.echo(f"error: {message}", err=True)
     if errors:
         sys.exit(1)
 
 
-def run_tasks(tasks, compile_cache_under, jobs: int) -> list[str]:
+def run_tasks(tasks, jobs: int, cache_dir=None, *, keep_compiled: bool = True) -> list[str]:
     """The (SweepConfig, run_benchmark keyword arguments) tasks: side by side in ``jobs`` worker processes when
-    ``jobs`` > 1 and there are several, else in turn in this process. ``compile_cache_under``: the embedding-cache
-    directory whose ``xla/`` keeps compiled programs (None: the default one; pass ``False`` for none).
-    Returns the error messages (none: every benchmark finished)."""
+    ``jobs`` > 1 and there are several, else in turn in this process. ``keep_compiled``: compiled programs are kept
+    under the embedding cache ``cache_dir`` (None: the default one), in ``xla/``. Returns the error messages
+    (none: every benchmark finished)."""
     try:
-        xla_root = None if compile_cache_under is False else resolve_cache_dir(compile_cache_under)
+        xla_root = resolve_cache_dir(cache_dir) if keep_compiled else None
         if jobs > 1 and len(tasks) > 1:
             return run_side_by_side(tasks, xla_root, jobs)
         return run_in_turn(tasks, xla_root)
