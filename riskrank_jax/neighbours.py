@@ -47,6 +47,8 @@ class NeighbourLayout:
     edge: tuple of int32 [m_b, K_b] index of the edge in the input arrays (E in empty slots).
     row_of_node: int32 [N] row of node i in the concatenated bucket outputs; nodes without in-edges point
       at row M = sum m_b, a zero row.
+    senders / receivers: int32 [E], the input edge list (kept on the device for the degree computation, so a
+      call does not copy it again).
     """
 
     nbr: tuple
@@ -54,6 +56,8 @@ class NeighbourLayout:
     row_of_node: jax.Array
     n_nodes: int
     n_edges: int
+    senders: jax.Array
+    receivers: jax.Array
 
     @property
     def padded_slots(self) -> int:
@@ -100,7 +104,8 @@ def _build(senders: np.ndarray, receivers: np.ndarray, n: int) -> NeighbourLayou
         offset += m
     row_of_node[width == 0] = offset
     dev = lambda a: jnp.asarray(a)  # noqa: E731  (kept on the device: reused by every call)
-    return NeighbourLayout(tuple(map(dev, nbrs)), tuple(map(dev, edges)), dev(row_of_node), int(n), int(e))
+    return NeighbourLayout(tuple(map(dev, nbrs)), tuple(map(dev, edges)), dev(row_of_node), int(n), int(e),
+                           dev(senders), dev(receivers))
 
 
 _CACHE: dict[tuple, NeighbourLayout] = {}
@@ -117,11 +122,14 @@ def neighbour_layout(senders, receivers, n_nodes: int) -> NeighbourLayout:
     rcv = np.asarray(receivers, np.int32)
     if snd.shape != rcv.shape or snd.ndim != 1:
         raise ValueError(f"senders {snd.shape} and receivers {rcv.shape} must be equal 1-D arrays")
-    if snd.size and (min(snd.min(), rcv.min()) < 0 or max(snd.max(), rcv.max()) >= n_nodes):
-        raise ValueError(f"edge endpoints must lie in 0..{n_nodes - 1}")
-    key = (int(n_nodes), hashlib.blake2b(snd.tobytes() + b"|" + rcv.tobytes(), digest_size=16).digest())
+    digest = hashlib.blake2b(np.ascontiguousarray(snd), digest_size=16)
+    digest.update(b"|")
+    digest.update(np.ascontiguousarray(rcv))
+    key = (int(n_nodes), digest.digest())
     lay = _CACHE.get(key)
-    if lay is None:
+    if lay is None:  # a cached layout was built from the same content, so was checked then
+        if snd.size and (min(snd.min(), rcv.min()) < 0 or max(snd.max(), rcv.max()) >= n_nodes):
+            raise ValueError(f"edge endpoints must lie in 0..{n_nodes - 1}")
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
         lay = _CACHE[key] = _build(snd, rcv, int(n_nodes))
@@ -138,11 +146,19 @@ def _bucket_sum(x, nb, w):
     """sum_k w[..., :, k, None] * x[..., nb[:, k], :]: [B, m, c] for x [B, N, c], nb [m, K], w [B or 1, m, K].
 
     The block axis B is part of every fusion (no loop over blocks): one fused loop per bucket runs over all
-    blocks, block-major, so each block's [N, c] scores stay in cache while its rows are summed."""
+    blocks, block-major, so each block's [N, c] scores stay in cache while its rows are summed.  x is read as
+    one [B * N, c] matrix with row ids nb + b * N: a gather of whole rows of a 2-D operand, which XLA's CPU
+    backend keeps row-major.  Indexing the 3-D x[:, nb, :] instead let layout assignment fold the input
+    transpose into the gathers (blocks stored [N, B, c], each gathered row 4 KiB from the next), 1.4x slower
+    on the UltraTool fold graph (benchmarks/smoothing.py)."""
+    n_blocks, n, c = x.shape
+    x2 = x.reshape(n_blocks * n, c)
+    offsets = (jnp.arange(n_blocks, dtype=jnp.int32) * n)[:, None]  # [B, 1]
+
     def slab_sum(nb_s, w_s):
-        acc = x[:, nb_s[:, 0], :] * w_s[:, :, 0, None]
+        acc = x2[nb_s[None, :, 0] + offsets] * w_s[:, :, 0, None]
         for k in range(1, nb_s.shape[1]):
-            acc = acc + x[:, nb_s[:, k], :] * w_s[:, :, k, None]
+            acc = acc + x2[nb_s[None, :, k] + offsets] * w_s[:, :, k, None]
         return acc
 
     nb, w = jnp.asarray(nb), jnp.asarray(w)
