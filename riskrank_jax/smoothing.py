@@ -14,8 +14,9 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
 P is computed as message passing over in-neighbour lists (``riskrank_jax.neighbours``): nodes are
 bucketed by in-degree into padded widths, every node i sums Â_ij · S[:, j] over its padded list, and
 queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
-neighbour is one contiguous row in cache).  Per-fold graphs share one union edge list; queries are grouped
-by fold so that every block uses one fold's weights.  The neighbour tables are built on the host from the
+neighbour is one contiguous row in cache), and blocks are propagated in chunks of about 2 MiB (a ``lax.map``
+over chunks), so that every bucket's pass over a chunk still finds it in cache.  Per-fold graphs share one
+union edge list; queries are grouped by fold so that every block uses one fold's weights.  The neighbour tables are built on the host from the
 GraphsTuple's senders / receivers (cached per edge structure); under a trace (graph arrays not concrete)
 the same result comes from a segment sum over an [E, Q] message buffer (``smooth_full_segment_sum``,
 the former kernel, kept as the reference the benchmarks compare against).
@@ -46,6 +47,8 @@ from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_
 
 _MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
 _BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)
+_CHUNK_BYTES = 1 << 21  # transposed blocks propagated together (a lax.map step); 2 MiB stays in cache: on the
+# UltraTool fold graph with 12,000 queries, one pass over all blocks was 1.3-1.5x slower than 1-4 MiB chunks
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -166,30 +169,30 @@ def fixed_block_plan(n_queries: int, n_nodes: int, n_folds: int, itemsize: int =
     return c, -(-n_queries // c) + n_folds - 1
 
 
-@functools.partial(jax.jit, static_argnames=("c", "in_order"))
+@functools.partial(jax.jit, static_argnames=("c", "chunk_blocks", "in_order"))
 def _smooth_blocks_jit(scores, src, dst, block_fold, nbr, edge, row_of_node, senders, receivers, weights, alpha,
-                       *, c, in_order: bool = False):
-    """scores [Q, N]; weights [F, E]; every block of c queries (rows src) is propagated with its fold's Â.
-    ``in_order``: src is 0..Q-1 then padding (one fold), so the blocks are a padded transpose, no row gather."""
-    n = scores.shape[-1]
+                       *, c, chunk_blocks, in_order: bool = False):
+    """scores [Q, N]; weights [F, E]; every block of c queries (rows src, Q = padding) is propagated with its
+    fold's Â, ``chunk_blocks`` blocks at a time (a ``lax.map`` over chunks when there are several).
+    ``in_order``: src is 0..Q-1 then padding (one fold), so slot q holds query q and no gather by dst is needed."""
+    q, n = scores.shape
     norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
     w_tables = bucket_weights(edge, norm_w)  # per bucket [F, m_b, K_b]
-    if in_order:
-        n_blocks = src.shape[0] // c
-        xs = jnp.pad(scores, ((0, n_blocks * c - scores.shape[0]), (0, 0))).reshape(n_blocks, c, n)
-        xs = xs.transpose(0, 2, 1)  # [B, N, c]
-    else:  # rows grouped by fold: copy the rows first (contiguous), then transpose
-        padded = jnp.concatenate([scores, jnp.zeros((1, n), scores.dtype)])
-        xs = jax.lax.optimization_barrier(padded[src]).reshape(-1, c, n).transpose(0, 2, 1)  # [B, N, c]
+    n_chunks = src.shape[0] // (chunk_blocks * c)
+    rows = jnp.minimum(src, q - 1).reshape(n_chunks, chunk_blocks * c)  # padding slots read any row; never read back
+    folds = block_fold.reshape(n_chunks, chunk_blocks)
 
-    if weights.shape[0] > 1:  # each block its fold's weights: [B, m_b, K_b]
-        w_tables = [w[block_fold] for w in w_tables]
-    p = propagate_bucket_rows(xs, nbr, w_tables)  # [B, M + 1, c], rows in bucket order
-    # node order restored by a gather of whole rows, then each block transposed back to [c, N]; with in_order the
-    # query rows are already in place, else one more gather of whole rows puts query q at slot dst[q]. (A single
-    # element-wise gather p_b[dst_q // c, row_of_node_i, dst_q % c] was 1.3x slower on the UltraTool fold graph.)
-    p = p[:, row_of_node, :].transpose(0, 2, 1).reshape(-1, n)  # [B * c, N]
-    p = p[: scores.shape[0]] if in_order else p[dst]
+    def chunk(args):  # [chunk_blocks * c] query rows -> their P rows [chunk_blocks * c, N]
+        rows_c, folds_c = args
+        xs = scores[rows_c].reshape(chunk_blocks, c, n).transpose(0, 2, 1)  # [b, N, c]: whole rows, then transpose
+        w_c = [w[folds_c] for w in w_tables] if weights.shape[0] > 1 else w_tables  # each block its fold's Â
+        p = propagate_bucket_rows(xs, nbr, w_c)  # [b, M + 1, c], rows in bucket order
+        # node order restored by a gather of whole rows, then each block transposed back to [c, N] (one
+        # element-wise gather p[dst_q // c, row_of_node_i, dst_q % c] instead was 1.3x slower, UltraTool graph)
+        return p[:, row_of_node, :].transpose(0, 2, 1).reshape(chunk_blocks * c, n)
+
+    p = chunk((rows[0], folds[0])) if n_chunks == 1 else jax.lax.map(chunk, (rows, folds)).reshape(-1, n)
+    p = p[:q] if in_order else p[dst]  # slot dst[q] holds query q
     return _combine(scores, p, alpha)
 
 
@@ -197,35 +200,46 @@ _PLAN_CACHE: dict[tuple, tuple] = {}
 _PLAN_CACHE_SIZE = 32
 
 
+def _chunk_blocks(n_blocks: int, block_bytes: int) -> tuple[int, int]:
+    """(blocks per chunk, chunks): chunks of at most _CHUNK_BYTES of transposed scores, as even as possible."""
+    per_chunk = max(1, _CHUNK_BYTES // max(1, block_bytes))
+    n_chunks = -(-n_blocks // per_chunk)
+    return -(-n_blocks // n_chunks), n_chunks
+
+
 def _cached_plan(query_fold: np.ndarray, n_nodes: int, itemsize: int, n_folds: int, fixed_shapes: bool):
-    """(c, in_order, src, dst, block_fold) for ``_smooth_blocks_jit``, the index arrays on the device; cached by
-    the fold assignment's content (an evaluation smooths many score matrices with the same queries)."""
-    key = (n_nodes, itemsize, n_folds, fixed_shapes, query_fold.shape[0],
+    """(c, chunk_blocks, in_order, src, dst, block_fold) for ``_smooth_blocks_jit``, the index arrays on the
+    device; cached by the fold assignment's content (an evaluation smooths many score matrices with the same
+    queries)."""
+    key = (n_nodes, itemsize, n_folds, fixed_shapes, query_fold.shape[0], _BLOCK_BYTES, _CHUNK_BYTES,
            hashlib.blake2b(np.ascontiguousarray(query_fold, np.int64).tobytes(), digest_size=16).digest())
     plan = _PLAN_CACHE.get(key)
     if plan is None:
         if fixed_shapes:
             c, n_blocks = fixed_block_plan(query_fold.shape[0], n_nodes, n_folds, itemsize)
         else:
-            c, n_blocks = _block_size(n_nodes, itemsize, np.bincount(query_fold, minlength=n_folds)), None
-        src, dst, block_fold = _block_plan(query_fold, n_folds, c, n_blocks)
+            c = _block_size(n_nodes, itemsize, np.bincount(query_fold, minlength=n_folds))
+            n_blocks = int((-(-np.bincount(query_fold, minlength=n_folds) // c)).sum())
+        chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize)
+        src, dst, block_fold = _block_plan(query_fold, n_folds, c, chunk_blocks * n_chunks)
         # every query on one graph: the plan keeps the query order (src = 0..Q-1, then padding). Fixed shapes
-        # promise one program for every fold assignment, so they always take the row-gather path.
+        # promise one program for every fold assignment, so they always take the gather by dst.
         in_order = not fixed_shapes and bool(np.all(query_fold == query_fold[0]))
         if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
             _PLAN_CACHE.pop(next(iter(_PLAN_CACHE)))
-        plan = _PLAN_CACHE[key] = (c, in_order, jnp.asarray(src), jnp.asarray(dst), jnp.asarray(block_fold))
+        plan = _PLAN_CACHE[key] = (c, chunk_blocks, in_order, jnp.asarray(src), jnp.asarray(dst),
+                                   jnp.asarray(block_fold))
     return plan
 
 
 def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha, fixed_shapes: bool = False):
     """Neighbour-list smoothing on concrete host arrays; weights [F, E]."""
     lay = neighbour_layout(senders, receivers, scores.shape[-1])
-    c, in_order, src, dst, block_fold = _cached_plan(query_fold, scores.shape[-1], scores.dtype.itemsize, n_folds,
-                                                     fixed_shapes)
+    c, chunk_blocks, in_order, src, dst, block_fold = _cached_plan(query_fold, scores.shape[-1],
+                                                                   scores.dtype.itemsize, n_folds, fixed_shapes)
     alpha = alpha if isinstance(alpha, jax.Array) else np.asarray(alpha, scores.dtype)
     return _smooth_blocks_jit(scores, src, dst, block_fold, lay.nbr, lay.edge, lay.row_of_node, lay.senders,
-                              lay.receivers, weights, alpha, c=c, in_order=in_order)
+                              lay.receivers, weights, alpha, c=c, chunk_blocks=chunk_blocks, in_order=in_order)
 
 
 def _concrete(*arrays) -> bool:

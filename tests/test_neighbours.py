@@ -78,6 +78,14 @@ def test_buckets_wider_than_the_unroll_limit_loop_over_slabs():
     x = rng.normal(size=(n, 8)).astype(np.float32)
     y = np.asarray(propagate_rows(jnp.asarray(x), lay.nbr, bucket_weights(lay.edge, jnp.asarray(w)), lay.row_of_node))
     np.testing.assert_allclose(y, a @ x, atol=1e-5)
+    # three blocks, each with its own weights, through the slab loop: block b reads its own rows (offset b * N)
+    scale = rng.uniform(0.5, 2.0, size=(3, 1)).astype(np.float32)
+    xs = rng.normal(size=(3, n, 8)).astype(np.float32)
+    ys = np.asarray(propagate_bucket_rows(jnp.asarray(xs), lay.nbr, bucket_weights(lay.edge, jnp.asarray(w * scale))))
+    for b in range(3):
+        np.testing.assert_allclose(ys[b][np.asarray(lay.row_of_node)], scale[b, 0] * (a @ xs[b]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(lay.senders), snd)
+    np.testing.assert_array_equal(np.asarray(lay.receivers), rcv)
 
 
 def test_layout_rejects_bad_edges():

@@ -84,11 +84,16 @@ def test_alpha_array_and_graphs_tuple_input():
     np.testing.assert_allclose(np.asarray(smooth_full(s, g.graph, 0.1)), out[1], atol=1e-7)
 
 
-def test_full_chunked_path(monkeypatch):
-    """Tiny budgets force several query blocks (padded last block) and message-buffer chunks."""
+@pytest.mark.parametrize("chunk_bytes", [1, 1 << 30])
+def test_full_chunked_path(monkeypatch, chunk_bytes):
+    """Tiny budgets force several query blocks (padded last block) and message-buffer chunks; chunk_bytes=1
+    propagates one block per lax.map step, 1 GiB all blocks at once."""
     g = random_graph(3)
     monkeypatch.setattr(smoothing, "_MSG_BUDGET", 3 * g.n_edges)
     monkeypatch.setattr(smoothing, "_BLOCK_BYTES", 1)  # blocks of 8 queries
+    monkeypatch.setattr(smoothing, "_CHUNK_BYTES", chunk_bytes)
+    c, chunk_blocks, *_ , src, _, _ = smoothing._cached_plan(np.zeros(11, np.int64), g.n_nodes, 4, 1, True)
+    assert (c, chunk_blocks, src.shape[0] // (c * chunk_blocks)) == ((8, 1, 2) if chunk_bytes == 1 else (8, 2, 1))
     s = np.random.default_rng(3).normal(size=(11, g.n_nodes)).astype(np.float32)  # 11 = 3 + 3 + 3 + 2
     np.testing.assert_allclose(np.asarray(smooth_full(s, g, 0.3)), ref_full(s, g.dense, 0.3), atol=TOL)
     np.testing.assert_allclose(np.asarray(smoothing.smooth_full_segment_sum(s, g, 0.3)), ref_full(s, g.dense, 0.3),
@@ -98,6 +103,7 @@ def test_full_chunked_path(monkeypatch):
     out = np.asarray(smooth_full_folds(s, qf, gs, 0.3))
     for q in range(11):
         np.testing.assert_allclose(out[q], ref_full(s[q:q + 1], gs[qf[q]].dense, 0.3)[0], atol=TOL)
+    np.testing.assert_array_equal(np.asarray(smooth_full_folds(s, qf, gs, 0.3, fixed_shapes=True)), out)
 
 
 def test_high_degree_hub_and_traced_graph():
