@@ -169,30 +169,39 @@ def fixed_block_plan(n_queries: int, n_nodes: int, n_folds: int, itemsize: int =
     return c, -(-n_queries // c) + n_folds - 1
 
 
-@functools.partial(jax.jit, static_argnames=("c", "chunk_blocks", "in_order"))
-def _smooth_blocks_jit(scores, src, dst, block_fold, nbr, edge, row_of_node, senders, receivers, weights, alpha,
-                       *, c, chunk_blocks, in_order: bool = False):
-    """scores [Q, N]; weights [F, E]; every block of c queries (rows src, Q = padding) is propagated with its
-    fold's Â, ``chunk_blocks`` blocks at a time (a ``lax.map`` over chunks when there are several).
-    ``in_order``: src is 0..Q-1 then padding (one fold), so slot q holds query q and no gather by dst is needed."""
-    q, n = scores.shape
-    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
-    w_tables = bucket_weights(edge, norm_w)  # per bucket [F, m_b, K_b]
-    n_chunks = src.shape[0] // (chunk_blocks * c)
-    rows = jnp.minimum(src, q - 1).reshape(n_chunks, chunk_blocks * c)  # padding slots read any row; never read back
-    folds = block_fold.reshape(n_chunks, chunk_blocks)
+@functools.partial(jax.jit, static_argnames=("n_nodes",))
+def _slot_weights_jit(edge, senders, receivers, weights, *, n_nodes: int):
+    """Â of F graphs on one edge list (weights [F, E]) as per-bucket slot values, tuple of [F, m_b, K_b]."""
+    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n_nodes))(weights)
+    return bucket_weights(edge, norm_w)
 
-    def chunk(args):  # [chunk_blocks * c] query rows -> their P rows [chunk_blocks * c, N]
-        rows_c, folds_c = args
-        xs = scores[rows_c].reshape(chunk_blocks, c, n).transpose(0, 2, 1)  # [b, N, c]: whole rows, then transpose
-        w_c = [w[folds_c] for w in w_tables] if weights.shape[0] > 1 else w_tables  # each block its fold's Â
-        p = propagate_bucket_rows(xs, nbr, w_c)  # [b, M + 1, c], rows in bucket order
-        # node order restored by a gather of whole rows, then each block transposed back to [c, N] (one
-        # element-wise gather p[dst_q // c, row_of_node_i, dst_q % c] instead was 1.3x slower, UltraTool graph)
-        return p[:, row_of_node, :].transpose(0, 2, 1).reshape(chunk_blocks * c, n)
 
-    p = chunk((rows[0], folds[0])) if n_chunks == 1 else jax.lax.map(chunk, (rows, folds)).reshape(-1, n)
-    p = p[:q] if in_order else p[dst]  # slot dst[q] holds query q
+@jax.jit
+def _take_rows_jit(scores, rows):
+    """scores [Q, N], rows int32 [R] -> [R, N] (whole rows)."""
+    return scores[rows]
+
+
+@functools.partial(jax.jit, static_argnames=("c",))
+def _propagate_chunk_jit(x, block_fold, nbr, row_of_node, slot_weights, *, c: int):
+    """P rows of one chunk: x [b * c, N] (b blocks of c query rows) -> [b * c, N], row r = (Â x_r)ᵀ.
+
+    Block j uses graph block_fold[j] (slot_weights per bucket [F, m_b, K_b]). The shapes depend on the graph's
+    layout, c and b only, so one compiled program serves every query count (the caller loops over chunks)."""
+    rows, n = x.shape
+    xs = x.reshape(rows // c, c, n).transpose(0, 2, 1)  # [b, N, c]: each block's queries on the minor axis
+    w = [t[block_fold] for t in slot_weights] if slot_weights[0].shape[0] > 1 else slot_weights
+    p = propagate_bucket_rows(xs, nbr, w)  # [b, M + 1, c], rows in bucket order
+    # node order restored by a gather of whole rows, then each block transposed back to [c, N] (one element-wise
+    # gather p[dst_q // c, row_of_node_i, dst_q % c] instead was 1.3x slower on the UltraTool fold graph)
+    return p[:, row_of_node, :].transpose(0, 2, 1).reshape(rows, n)
+
+
+@functools.partial(jax.jit, static_argnames=("in_order",))
+def _finish_jit(scores, chunks, dst, alpha, *, in_order: bool):
+    """Combine: chunks = P rows in slot order; slot dst[q] holds query q (slot q when ``in_order``)."""
+    p = jnp.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    p = p[: scores.shape[0]] if in_order else p[dst]
     return _combine(scores, p, alpha)
 
 
@@ -208,38 +217,47 @@ def _chunk_blocks(n_blocks: int, block_bytes: int) -> tuple[int, int]:
 
 
 def _cached_plan(query_fold: np.ndarray, n_nodes: int, itemsize: int, n_folds: int, fixed_shapes: bool):
-    """(c, chunk_blocks, in_order, src, dst, block_fold) for ``_smooth_blocks_jit``, the index arrays on the
-    device; cached by the fold assignment's content (an evaluation smooths many score matrices with the same
-    queries)."""
+    """(c, in_order, rows, folds, dst) for ``_smooth_lists``: per chunk, the query rows of its blocks (int32
+    [chunk_blocks * c], padding slots read the last query; their output is never read) and each block's graph
+    (int32 [chunk_blocks]); dst int32 [Q] the slot of each query. Device arrays, cached by the fold
+    assignment's content (an evaluation smooths many score matrices with the same queries)."""
     key = (n_nodes, itemsize, n_folds, fixed_shapes, query_fold.shape[0], _BLOCK_BYTES, _CHUNK_BYTES,
            hashlib.blake2b(np.ascontiguousarray(query_fold, np.int64).tobytes(), digest_size=16).digest())
     plan = _PLAN_CACHE.get(key)
     if plan is None:
+        counts = np.bincount(query_fold, minlength=n_folds)
         if fixed_shapes:
             c, n_blocks = fixed_block_plan(query_fold.shape[0], n_nodes, n_folds, itemsize)
         else:
-            c = _block_size(n_nodes, itemsize, np.bincount(query_fold, minlength=n_folds))
-            n_blocks = int((-(-np.bincount(query_fold, minlength=n_folds) // c)).sum())
+            c = _block_size(n_nodes, itemsize, counts)
+            n_blocks = int((-(-counts // c)).sum())
         chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize)
         src, dst, block_fold = _block_plan(query_fold, n_folds, c, chunk_blocks * n_chunks)
+        src = np.minimum(src, query_fold.shape[0] - 1)
         # every query on one graph: the plan keeps the query order (src = 0..Q-1, then padding). Fixed shapes
         # promise one program for every fold assignment, so they always take the gather by dst.
         in_order = not fixed_shapes and bool(np.all(query_fold == query_fold[0]))
+        rows = tuple(jnp.asarray(r) for r in src.reshape(n_chunks, -1))
+        folds = tuple(jnp.asarray(f) for f in block_fold.reshape(n_chunks, -1))
         if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
             _PLAN_CACHE.pop(next(iter(_PLAN_CACHE)))
-        plan = _PLAN_CACHE[key] = (c, chunk_blocks, in_order, jnp.asarray(src), jnp.asarray(dst),
-                                   jnp.asarray(block_fold))
+        plan = _PLAN_CACHE[key] = (c, in_order, rows, folds, jnp.asarray(dst))
     return plan
 
 
 def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha, fixed_shapes: bool = False):
-    """Neighbour-list smoothing on concrete host arrays; weights [F, E]."""
-    lay = neighbour_layout(senders, receivers, scores.shape[-1])
-    c, chunk_blocks, in_order, src, dst, block_fold = _cached_plan(query_fold, scores.shape[-1],
-                                                                   scores.dtype.itemsize, n_folds, fixed_shapes)
+    """Neighbour-list smoothing on concrete host arrays; weights [F, E].
+
+    Chunks of about _CHUNK_BYTES of transposed scores are propagated one call each, so every bucket's pass finds
+    the chunk in cache and one compiled kernel serves every number of queries."""
+    n = scores.shape[-1]
+    lay = neighbour_layout(senders, receivers, n)
+    c, in_order, rows, folds, dst = _cached_plan(query_fold, n, scores.dtype.itemsize, n_folds, fixed_shapes)
+    slot_w = _slot_weights_jit(lay.edge, lay.senders, lay.receivers, jnp.asarray(weights, scores.dtype), n_nodes=n)
+    chunks = [_propagate_chunk_jit(_take_rows_jit(scores, r), f, lay.nbr, lay.row_of_node, slot_w, c=c)
+              for r, f in zip(rows, folds)]
     alpha = alpha if isinstance(alpha, jax.Array) else np.asarray(alpha, scores.dtype)
-    return _smooth_blocks_jit(scores, src, dst, block_fold, lay.nbr, lay.edge, lay.row_of_node, lay.senders,
-                              lay.receivers, weights, alpha, c=c, chunk_blocks=chunk_blocks, in_order=in_order)
+    return _finish_jit(scores, chunks, dst, alpha, in_order=in_order)
 
 
 def _concrete(*arrays) -> bool:

@@ -92,8 +92,8 @@ def test_full_chunked_path(monkeypatch, chunk_bytes):
     monkeypatch.setattr(smoothing, "_MSG_BUDGET", 3 * g.n_edges)
     monkeypatch.setattr(smoothing, "_BLOCK_BYTES", 1)  # blocks of 8 queries
     monkeypatch.setattr(smoothing, "_CHUNK_BYTES", chunk_bytes)
-    c, chunk_blocks, *_ , src, _, _ = smoothing._cached_plan(np.zeros(11, np.int64), g.n_nodes, 4, 1, True)
-    assert (c, chunk_blocks, src.shape[0] // (c * chunk_blocks)) == ((8, 1, 2) if chunk_bytes == 1 else (8, 2, 1))
+    c, _, rows, folds, _ = smoothing._cached_plan(np.zeros(11, np.int64), g.n_nodes, 4, 1, True)
+    assert (c, len(rows), rows[0].shape[0], folds[0].shape[0]) == ((8, 2, 8, 1) if chunk_bytes == 1 else (8, 1, 16, 2))
     s = np.random.default_rng(3).normal(size=(11, g.n_nodes)).astype(np.float32)  # 11 = 3 + 3 + 3 + 2
     np.testing.assert_allclose(np.asarray(smooth_full(s, g, 0.3)), ref_full(s, g.dense, 0.3), atol=TOL)
     np.testing.assert_allclose(np.asarray(smoothing.smooth_full_segment_sum(s, g, 0.3)), ref_full(s, g.dense, 0.3),
@@ -289,9 +289,9 @@ def test_graphs_on_a_union_edge_list_and_fixed_shapes():
     for graphs, fold in ((gs, qf), (sub, qf), (registry, np.zeros(24, int)), (gs, np.sort(qf))):
         fg = stack_graphs(graphs, union=union, n_rows=5)
         assert fg.weights.shape == (5, union.senders.shape[0])
-        before = smoothing._smooth_blocks_jit._cache_size()
+        before = smoothing._propagate_chunk_jit._cache_size()
         got = np.asarray(smooth_full_folds(s, fold, fg, 0.2, fixed_shapes=True))
-        compiles.append(smoothing._smooth_blocks_jit._cache_size() - before)
+        compiles.append(smoothing._propagate_chunk_jit._cache_size() - before)
         for q in range(24):
             np.testing.assert_allclose(got[q], ref_full(s[q:q + 1], graphs[fold[q]].dense, 0.2)[0], atol=TOL)
         np.testing.assert_allclose(got, np.asarray(smooth_full_folds(s, fold, graphs, 0.2)), atol=1e-6)
