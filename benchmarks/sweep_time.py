@@ -25,18 +25,20 @@ temporary directory, removed at the end unless --keep).
 
 Measured on the 2-core x86 CPU box, quiet (load average < 2 before each run, nothing else running), 2026-11-30, dev
 environment (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process), one
-invocation (--runs serial cached rerun):
-  serial  543 s (834 CPU-s, 153 % of one core); stages: demo 57 s, UltraTool 279 s, Seal-Tools 186 s; peak RSS
-          2,662 MiB for the three in one process (505 s and 2,681 MiB in an earlier session's quiet run of the same
-          code path; 631 s before the λ = 0 models were taken from the core run, 1,256 s before numpy-sorted
+invocation (--runs serial cached rerun), after the smoothing kernel's rewrite (which does not change a sweep's
+time measurably: the runs of the code before it, same day, took 543 s serial, 457 s cached and 379 s rerun; the
+training stages, untouched, moved as much, so the differences are this VM's run-to-run variation):
+  serial  507 s; stages: demo 57 s, UltraTool 256 s, Seal-Tools 172 s; peak RSS 2,680 MiB for the three in one
+          process (631 s before the λ = 0 models were taken from the core run, 1,256 s before numpy-sorted
           rankings and lax.map training).
-  cached  457 s (target 300 s: 0.66x; 865 CPU-s, 189 %): 1.19x faster than serial, same results bit for bit;
-          UltraTool's process peaks at 1,919 MiB, Seal-Tools' at 1,826 MiB (the two run at the same time).
-  rerun   379 s (0.79x; 700 CPU-s, 184 %): compilation loaded from the cache.
-  empty   189 s (target 240 s: 1.27x, met; 197 s in turn in one process); encoding included.
-On 2 cores the CPU-seconds bound the wall time: about 430 s for a first run whatever the schedule.
-Training is most of each sweep (UltraTool alone: core 27 s, lambda-aware 68 s, core_plus 39 s, reranker 66 s;
-evaluation 56 s).
+  cached  438 s (target 300 s: 0.68x): 1.16x faster than serial; UltraTool's process peaks at 1,932 MiB,
+          Seal-Tools' at 1,847 MiB (the two run at the same time).
+  rerun   375 s (0.80x): compilation loaded from the cache.
+  empty   189 s (target 240 s: 1.27x, met; 197 s in turn in one process); encoding included (code before the
+          rewrite).
+On 2 cores the CPU-seconds bound the wall time: a first run needed 834-865 CPU-seconds (code before the rewrite),
+so about 430 s whatever the schedule.  Training is most of each sweep (UltraTool alone: core 25 s, lambda-aware
+62 s, core_plus 36 s, reranker 59 s; evaluation 53 s).
 """
 
 from __future__ import annotations
