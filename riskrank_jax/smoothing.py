@@ -14,12 +14,12 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
 P is computed as message passing over in-neighbour lists (``riskrank_jax.neighbours``): nodes are
 bucketed by in-degree into padded widths, every node i sums Â_ij · S[:, j] over its padded list, and
 queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
-neighbour is one contiguous row in cache), and blocks are propagated in chunks of about 2 MiB (a ``lax.map``
-over chunks), so that every bucket's pass over a chunk still finds it in cache.  Per-fold graphs share one
-union edge list; queries are grouped by fold so that every block uses one fold's weights.  The neighbour tables are built on the host from the
-GraphsTuple's senders / receivers (cached per edge structure); under a trace (graph arrays not concrete)
-the same result comes from a segment sum over an [E, Q] message buffer (``smooth_full_segment_sum``,
-the former kernel, kept as the reference the benchmarks compare against).
+neighbour is one contiguous row in cache), and blocks are propagated in chunks of about 2 MiB, one call of one
+compiled kernel per chunk, so that every bucket's pass over a chunk still finds it in cache.  Per-fold graphs
+share one union edge list; queries are grouped by fold so that every block uses one fold's weights.  The
+neighbour tables are built on the host from the GraphsTuple's senders / receivers (cached per edge structure);
+under a trace (graph arrays not concrete) the same result comes from a segment sum over an [E, Q] message
+buffer (``smooth_full_segment_sum``, the former kernel, kept as the reference the benchmarks compare against).
 
 Candidate mode builds, for each query, the subgraph induced by its C candidates (Â renormalised with
 degrees from the induced edges only), batches all queries as one padded ``jraph.GraphsTuple`` (edge budget
@@ -33,7 +33,6 @@ benchmarks and as cross-checks).
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,7 +46,7 @@ from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_
 
 _MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
 _BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)
-_CHUNK_BYTES = 1 << 21  # transposed blocks propagated together (a lax.map step); 2 MiB stays in cache: on the
+_CHUNK_BYTES = 1 << 21  # transposed blocks propagated together (one kernel call); 2 MiB stays in cache: on the
 # UltraTool fold graph with 12,000 queries, one pass over all blocks was 1.3-1.5x slower than 1-4 MiB chunks
 
 
@@ -135,11 +134,11 @@ def _block_size(n_nodes: int, itemsize: int, group_sizes: np.ndarray) -> int:
     return int(cs[np.flatnonzero(padded <= 1.05 * padded.min())[-1]])
 
 
-def _block_plan(query_fold: np.ndarray, n_folds: int, c: int, n_blocks: int | None = None):
-    """Blocks of c queries of one fold each; ``n_blocks`` pads the plan with empty blocks to that many.
+def _block_plan(query_fold: np.ndarray, n_folds: int, c: int, n_blocks: int):
+    """``n_blocks`` blocks of c queries of one fold each (empty blocks after those the queries need).
 
-    Returns (src int32 [B*c]: query row per block slot, Q for padding; dst int32 [Q]: slot of each query;
-    block_fold int32 [B]).
+    Returns (src int32 [B*c]: query row per block slot; padding slots read the last query, their output is never
+    read; dst int32 [Q]: slot of each query; block_fold int32 [B]).
     """
     q = query_fold.shape[0]
     counts = np.bincount(query_fold, minlength=n_folds)
@@ -149,10 +148,10 @@ def _block_plan(query_fold: np.ndarray, n_folds: int, c: int, n_blocks: int | No
     rank = np.arange(q) - (np.cumsum(counts) - counts)[query_fold[order]]
     dst = np.empty(q, np.int64)
     dst[order] = first_slot[query_fold[order]] + rank
-    total = int(blocks.sum()) if n_blocks is None else int(n_blocks)
+    total = int(n_blocks)
     if total < blocks.sum():
         raise ValueError(f"n_blocks={n_blocks} < the {int(blocks.sum())} blocks the queries need")
-    src = np.full(total * c, q, np.int64)
+    src = np.full(total * c, max(q - 1, 0), np.int64)
     src[dst] = np.arange(q)
     block_fold = np.zeros(total, np.int64)
     block_fold[:blocks.sum()] = np.repeat(np.arange(n_folds), blocks)
@@ -205,10 +204,6 @@ def _finish_jit(scores, chunks, dst, alpha, *, in_order: bool):
     return _combine(scores, p, alpha)
 
 
-_PLAN_CACHE: dict[tuple, tuple] = {}
-_PLAN_CACHE_SIZE = 32
-
-
 def _chunk_blocks(n_blocks: int, block_bytes: int) -> tuple[int, int]:
     """(blocks per chunk, chunks): chunks of at most _CHUNK_BYTES of transposed scores, as even as possible."""
     per_chunk = max(1, _CHUNK_BYTES // max(1, block_bytes))
@@ -218,31 +213,32 @@ def _chunk_blocks(n_blocks: int, block_bytes: int) -> tuple[int, int]:
 
 def _cached_plan(query_fold: np.ndarray, n_nodes: int, itemsize: int, n_folds: int, fixed_shapes: bool):
     """(c, in_order, rows, folds, dst) for ``_smooth_lists``: per chunk, the query rows of its blocks (int32
-    [chunk_blocks * c], padding slots read the last query; their output is never read) and each block's graph
-    (int32 [chunk_blocks]); dst int32 [Q] the slot of each query. Device arrays, cached by the fold
-    assignment's content (an evaluation smooths many score matrices with the same queries)."""
-    key = (n_nodes, itemsize, n_folds, fixed_shapes, query_fold.shape[0], _BLOCK_BYTES, _CHUNK_BYTES,
-           hashlib.blake2b(np.ascontiguousarray(query_fold, np.int64).tobytes(), digest_size=16).digest())
-    plan = _PLAN_CACHE.get(key)
-    if plan is None:
-        counts = np.bincount(query_fold, minlength=n_folds)
-        if fixed_shapes:
-            c, n_blocks = fixed_block_plan(query_fold.shape[0], n_nodes, n_folds, itemsize)
-        else:
-            c = _block_size(n_nodes, itemsize, counts)
-            n_blocks = int((-(-counts // c)).sum())
-        chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize)
-        src, dst, block_fold = _block_plan(query_fold, n_folds, c, chunk_blocks * n_chunks)
-        src = np.minimum(src, query_fold.shape[0] - 1)
-        # every query on one graph: the plan keeps the query order (src = 0..Q-1, then padding). Fixed shapes
-        # promise one program for every fold assignment, so they always take the gather by dst.
-        in_order = not fixed_shapes and bool(np.all(query_fold == query_fold[0]))
-        rows = tuple(jnp.asarray(r) for r in src.reshape(n_chunks, -1))
-        folds = tuple(jnp.asarray(f) for f in block_fold.reshape(n_chunks, -1))
-        if len(_PLAN_CACHE) >= _PLAN_CACHE_SIZE:
-            _PLAN_CACHE.pop(next(iter(_PLAN_CACHE)))
-        plan = _PLAN_CACHE[key] = (c, in_order, rows, folds, jnp.asarray(dst))
-    return plan
+    [chunk_blocks * c]) and each block's graph (int32 [chunk_blocks]); dst int32 [Q] the slot of each query.
+    Device arrays, cached by the fold assignment's content (an evaluation smooths many score matrices with the
+    same queries) and by the byte budgets the plan was made with."""
+    qf = np.ascontiguousarray(query_fold, np.int64)
+    return _plan(qf.tobytes(), n_nodes, itemsize, n_folds, fixed_shapes, _BLOCK_BYTES, _CHUNK_BYTES)
+
+
+@functools.lru_cache(maxsize=32)
+def _plan(query_fold_bytes: bytes, n_nodes: int, itemsize: int, n_folds: int, fixed_shapes: bool, block_bytes: int,
+          chunk_bytes: int):
+    """``_cached_plan`` for one key; block_bytes / chunk_bytes (_BLOCK_BYTES / _CHUNK_BYTES) only key the cache."""
+    query_fold = np.frombuffer(query_fold_bytes, np.int64)
+    counts = np.bincount(query_fold, minlength=n_folds)
+    if fixed_shapes:
+        c, n_blocks = fixed_block_plan(query_fold.shape[0], n_nodes, n_folds, itemsize)
+    else:
+        c = _block_size(n_nodes, itemsize, counts)
+        n_blocks = int((-(-counts // c)).sum())
+    chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize)
+    src, dst, block_fold = _block_plan(query_fold, n_folds, c, chunk_blocks * n_chunks)
+    # every query on one graph: the plan keeps the query order (src = 0..Q-1, then padding). Fixed shapes promise
+    # one program for every fold assignment, so they always take the gather by dst.
+    in_order = not fixed_shapes and bool(np.all(query_fold == query_fold[0]))
+    rows = tuple(jnp.asarray(r) for r in src.reshape(n_chunks, -1))
+    folds = tuple(jnp.asarray(f) for f in block_fold.reshape(n_chunks, -1))
+    return c, in_order, rows, folds, jnp.asarray(dst)
 
 
 def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha, fixed_shapes: bool = False):
