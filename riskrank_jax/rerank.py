@@ -10,14 +10,11 @@ never saw. This reranker only sees features that mean the same thing for any too
 ``w`` starts at the hybrid first stage's weights, so g starts as that first stage; the low-rank bilinear
 term learns how query wording maps to tool wording, which transfers to unseen tools because it acts on
 embeddings, not on tool identities. Training: listwise softmax cross-entropy of every gold tool against
-the hybrid first stage's best ``n_candidates`` non-gold tools (hard negatives; the features already separate easy
-ones), full-batch Adam, with the parameters of the best held-out NDCG@5 kept. Training stops early once
-``patience`` evaluations in a row bring no new best: the held-out NDCG@5 peaks early and then falls as the bilinear
-term overfits (measured on the real benchmarks: best at step 0-250 of 300, and a new best never came more than 12
-evaluations after the previous one, so the default patience of 15 keeps every model's parameters bit for bit while
-UltraTool's models take 200-300 steps and Seal-Tools' 150-170). The gate γ ∈ ``gates`` is then chosen on the
-held-out training queries (ties go to the smaller γ), so on those queries the reranker never does worse than its
-first stage (γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
+the hybrid first stage's
+best ``n_candidates`` non-gold tools (hard negatives; the features already separate easy ones), full-batch Adam, with the parameters
+of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on the held-out training queries
+(ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
+(γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
 
 Every (seed, fold) model trains in one jitted program mapped over the models (``model_groups.map_models``),
 run over groups of models sized by bytes
@@ -49,18 +46,12 @@ class RerankConfig:
 
     rank: int = 32
     lr: float = 3e-3
-    steps: int = 300  # at most; training stops earlier after ``patience`` evaluations without a new best
+    steps: int = 300
     eval_every: int = 10
-    patience: int = 15
     l2: float = 1e-4
     holdout: float = 0.1
     n_candidates: int = 200  # training negatives per query: the hybrid's best non-gold tools
     gates: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-    def __post_init__(self):
-        for name in ("rank", "steps", "eval_every", "patience", "n_candidates"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"RerankConfig.{name} must be >= 1, got {getattr(self, name)}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -165,8 +156,7 @@ def _heldout_ndcg(score_fn, rows, valid, gold, q_chunk: int):
 
 def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_emb, t_emb, feats, gold, *,
                config: RerankConfig, q_chunk: int):
-    """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate, steps run,
-    step of the kept parameters (0: the initial ones)).
+    """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate).
 
     The loss sees only the model's training queries (``train_rows``, ``train_valid``: padded ids, see
     ``heldout_rows``), so a step's [R, N] products cover R of the Q queries. The held-out NDCG@5 is computed on
@@ -188,29 +178,24 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
         upd, s = opt.update(grad(p, train_q, t_emb, f_cand, cand, gold.shape[1], train_valid, config.l2), s, p)
         return (optax.apply_updates(p, upd), s), None
 
-    def block(carry):
-        p, s, best_p, best, best_block, done = carry
+    def block(carry, _):
+        p, s, best_p, best = carry
         (p, s), _ = jax.lax.scan(step, (p, s), None, length=config.eval_every)
         h = held(p)
         better = h > best
         best_p = jax.tree.map(lambda a, b: jnp.where(better, a, b), p, best_p)
-        return p, s, best_p, jnp.where(better, h, best), jnp.where(better, done + 1, best_block), done + 1
-
-    def go_on(carry):  # stop after n_blocks, or after ``patience`` evaluations without a new best
-        best_block, done = carry[-2:]
-        return (done < n_blocks) & (done - best_block < config.patience)
+        return (p, s, best_p, jnp.where(better, h, best)), h
 
     n_blocks = max(1, config.steps // config.eval_every)
-    zero = jnp.asarray(0, jnp.int32)
-    _, _, best_p, best, best_block, done = jax.lax.while_loop(
-        go_on, block, (params, opt.init(params), params, held(params), zero, zero))
+    (_, _, best_p, best), _ = jax.lax.scan(block, (params, opt.init(params), params, held(params)), None,
+                                           length=n_blocks)
     gates = jnp.asarray(config.gates, jnp.float32)
     per_gate = jax.vmap(lambda g: _heldout_ndcg(
         lambda r: gated_scores(best_p, weight, g, q_emb[r], t_emb, feats[r]), held_rows, held_valid, gold,
         q_chunk))(gates)
     # first maximum = the smallest γ among ties (gates ascending): never worse than γ = 0 on held-out
     gate = gates[jnp.argmax(per_gate >= per_gate.max() - 1e-7)]
-    return best_p, best, gate, per_gate, done * config.eval_every, best_block * config.eval_every
+    return best_p, best, gate, per_gate
 
 
 @dataclass
@@ -223,8 +208,6 @@ class RerankModels:
     heldout_ndcg_by_gate: np.ndarray  # [M, n_gates]
     heldout_mask: np.ndarray  # bool [M, Q_train]
     config: RerankConfig
-    steps_run: np.ndarray | None = None  # int [M]: Adam steps taken (``config.steps`` unless stopped early)
-    best_step: np.ndarray | None = None  # int [M]: the step whose parameters were kept (0: the initial ones)
 
 
 def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndarray]:
@@ -307,9 +290,8 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
         out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(t_rows[ix]), jnp.asarray(t_valid[ix]),
                       jnp.asarray(rows[ix]), jnp.asarray(valid[ix]))
         outs.append(jax.tree.map(lambda x: np.asarray(x)[:n], out))  # noqa: B023
-    params, _, gate, per_gate, steps_run, best_step = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-    return RerankModels(jax.tree.map(jnp.asarray, params), weights, gate, per_gate, held_mask, config, steps_run,
-                        best_step)
+    params, _, gate, per_gate = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+    return RerankModels(jax.tree.map(jnp.asarray, params), weights, gate, per_gate, held_mask, config)
 
 
 def all_model_scores(models: RerankModels, q_emb, t_emb, bm25):

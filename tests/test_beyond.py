@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -52,14 +50,14 @@ def test_choose_weights_per_subset_equals_choose_weight_on_each_subset():
     np.testing.assert_array_equal(ws, expected)
 
 
-def _synthetic_registry(seed=0, q=120, n=60, d=16, noise=0.3):
+def _synthetic_registry(seed=0, q=120, n=60, d=16):
     """Queries are noisy linear images of their gold tool's embedding, so a learned map helps."""
     rng = np.random.default_rng(seed)
     t = rng.normal(size=(n, d)).astype(np.float32)
     t /= np.linalg.norm(t, axis=1, keepdims=True)
     gold = rng.integers(0, n, size=(q, 1)).astype(np.int32)
     mix = np.eye(d, dtype=np.float32)[rng.permutation(d)]  # queries live in a permuted space
-    qe = t[gold[:, 0]] @ mix + noise * rng.normal(size=(q, d)).astype(np.float32)
+    qe = t[gold[:, 0]] @ mix + 0.3 * rng.normal(size=(q, d)).astype(np.float32)
     qe /= np.linalg.norm(qe, axis=1, keepdims=True)
     bm25 = np.abs(rng.normal(size=(q, n))).astype(np.float32)
     return qe, t, bm25, gold
@@ -82,30 +80,6 @@ def test_reranker_learns_and_gate_never_loses_on_heldout():
     first = hybrid.fuse(q2 @ t.T, b2, float(models.weight[0]))
     ndcg = lambda x: float(metrics.ndcg_at_k(rank_order(x), g2, k=5).mean())  # noqa: E731
     assert ndcg(s[0]) > ndcg(first) + 0.1
-
-
-def test_reranker_early_stop_keeps_the_parameters_a_full_run_keeps():
-    qe, t, bm25, gold = _synthetic_registry(noise=0.1)
-    fold_mask = np.ones((1, qe.shape[0]), bool)
-    cfg = rerank.RerankConfig(rank=16, lr=3e-2, steps=300, eval_every=10, n_candidates=30, patience=3)
-    early = rerank.train_rerankers(qe, t, bm25, gold, fold_mask, (1, 2, 3), cfg)
-    full = rerank.train_rerankers(qe, t, bm25, gold, fold_mask, (1, 2, 3), dataclasses.replace(cfg, patience=10**6))
-    np.testing.assert_array_equal(full.steps_run, 300)
-    assert np.all(early.steps_run % 10 == 0) and np.all(early.best_step % 10 == 0)
-    stopped = early.steps_run < 300
-    assert stopped.any()
-    # a model stops right after `patience` evaluations without a new best
-    np.testing.assert_array_equal(early.steps_run[stopped] - early.best_step[stopped], 3 * 10)
-    # up to its stop, an early-stopped model follows the full run: where the full run's best came before that stop,
-    # both keep the same step and the same parameters
-    same = full.best_step <= early.steps_run
-    assert same.any() and not same.all()  # measured: the full run of seed 1 found a better step (190) after the stop
-    np.testing.assert_array_equal(early.best_step[same], full.best_step[same])
-    for name in ("w", "U", "V", "T"):
-        np.testing.assert_array_equal(np.asarray(early.params[name])[same], np.asarray(full.params[name])[same])
-    np.testing.assert_array_equal(early.gate[same], full.gate[same])
-    with pytest.raises(ValueError, match="patience"):
-        rerank.RerankConfig(patience=0)
 
 
 def test_training_candidates_put_gold_first_and_exclude_it_from_negatives():

@@ -55,12 +55,10 @@ def fit_rerankers(bench, emb, fs: FirstStages, seeds, config: rerank.RerankConfi
 
 
 def rerank_summary(models: rerank.RerankModels) -> dict:
-    """results.json "rerank": per model its hybrid weight, gate, held-out NDCG@5 of every gate, the Adam steps
-    it took (early stopping) and the step of its kept parameters."""
+    """results.json "rerank": per model its hybrid weight, gate and held-out NDCG@5 of every gate."""
     return {"config": models.config.to_dict(), "weight": np.asarray(models.weight).tolist(),
             "gate": np.asarray(models.gate).tolist(),
-            "heldout_ndcg@5_by_gate": np.round(np.asarray(models.heldout_ndcg_by_gate), 4).tolist(),
-            "steps_run": np.asarray(models.steps_run).tolist(), "best_step": np.asarray(models.best_step).tolist()}
+            "heldout_ndcg@5_by_gate": np.round(np.asarray(models.heldout_ndcg_by_gate), 4).tolist()}
 
 
 def _training_relevance(family: str, bench, emb, fs: FirstStages, runs, n_seeds: int):
