@@ -155,12 +155,14 @@ def _blocked_pairs(n, block, fn):
 
 def _semantic_pairs(tool_emb, cfg: GraphConfig):
     e = np.asarray(tool_emb, dtype=np.float32)
-    e = e / np.maximum(np.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
+    e = (e / np.maximum(np.linalg.norm(e, axis=-1, keepdims=True), 1e-12)).astype(np.float64)
     n = e.shape[0]
     col = np.arange(n)
 
     def fn(rows):
-        cos = e[rows] @ e.T  # [b, N]
+        # float64 products rounded to float32: a float32 BLAS product depends on the BLAS's thread count (1 and 2
+        # threads differed by up to 9e-8 on UltraTool, which moved rankings), so the graph would depend on the CPUs
+        cos = (e[rows] @ e.T).astype(np.float32)  # [b, N]
         hit = (cos > cfg.semantic_threshold) & (col[None, :] > rows[:, None])
         r, c = np.nonzero(hit)
         return rows[r], c, cfg.semantic_weight * cos[r, c].astype(np.float64)

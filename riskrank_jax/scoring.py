@@ -16,11 +16,12 @@ uses for a tool whose risk comes from a label rather than from a head.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import jax.numpy as jnp
 import numpy as np
+
+from riskrank_jax.cpus import usable_cpus
 
 RISK_THRESHOLD = 3  # r >= this: risky (violating) tool
 SEVERE_THRESHOLD = 4  # r >= this: severe risk
@@ -100,8 +101,8 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
 
     One distinct uint64 key per entry (``_order_keys``) and an unstable single-key sort, which numpy runs
     about 15x faster than XLA's CPU sort of (score, index) pairs; rows are split over ``threads`` threads
-    (default: the CPU count; numpy releases the GIL while sorting). For evaluation on the CPU backend: under
-    ``jit`` or on an accelerator use ``rank_order``.
+    (default: the CPUs this process may use, ``cpus.usable_cpus``; numpy releases the GIL while sorting). For
+    evaluation on the CPU backend: under ``jit`` or on an accelerator use ``rank_order``.
     """
     s = np.ascontiguousarray(scores, dtype=np.float32)
     if s.shape[-1] >= 1 << 32:
@@ -114,7 +115,7 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
         keys.sort(axis=-1)
         out[lo:hi] = (keys & np.uint64(0xFFFFFFFF)).astype(np.int32)
 
-    n_threads = max(1, min(threads or os.cpu_count() or 1, flat.shape[0]))
+    n_threads = max(1, min(threads or len(usable_cpus()), flat.shape[0]))
     bounds = np.linspace(0, flat.shape[0], n_threads + 1).astype(int)
     if n_threads == 1:
         sort_rows(0, flat.shape[0])

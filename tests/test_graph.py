@@ -205,3 +205,16 @@ def test_real_pool_permission_structure(real_data_dir, name, n, perm_edges, high
     shared = np.triu(pm @ pm.T, 1)
     assert perm_edges == int((shared >= 1).sum())
     assert np.isclose(g.type_weights[:, 2].max(), 0.15 * shared.max() / 5)
+
+
+def test_semantic_weights_are_float64_cosines_rounded_to_float32():
+    # a float32 BLAS product changes with the BLAS's thread count; the graph must not (side-by-side workers run on
+    # fewer CPUs than one process): each cosine is the float64 product of the float32 unit vectors, rounded once
+    emb, perm, risk, gold = random_inputs(0, n=300, d=384)
+    g = build_tool_graph(emb, np.zeros_like(perm), np.ones_like(risk), np.full_like(gold, -1), GraphConfig(block_size=64))
+    unit = (emb / np.maximum(np.linalg.norm(emb, axis=-1, keepdims=True), 1e-12)).astype(np.float64)
+    cos = (unit @ unit.T).astype(np.float32)
+    sem = EDGE_TYPES.index("semantic")
+    assert g.n_edges > 100
+    np.testing.assert_array_equal(g.type_weights[:, sem],
+                                  (0.3 * cos[g.receivers, g.senders].astype(np.float64)).astype(np.float32))

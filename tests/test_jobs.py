@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from riskrank_jax.experiments.jobs import default_jobs, run_in_workers
+from riskrank_jax.cpus import split_cpus
+from riskrank_jax.experiments.jobs import default_jobs, run_in_workers, worker_cpus
 from riskrank_jax.experiments.sweep import SweepConfig, run_in_turn, run_side_by_side
 from test_sweep import BagOfWordsEncoder, tiny_benchmark
 
@@ -107,3 +108,27 @@ def test_cli_side_by_side_reports_each_benchmarks_error(tmp_path):
     assert sorted(e.split("]")[0] for e in errors) == ["error: [sealtools", "error: [ultratool"]
     assert all(str(tmp_path / "missing") in e for e in errors), errors
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_split_cpus():
+    assert split_cpus([0, 1], 2) == [[0], [1]]
+    assert split_cpus([3, 0, 1, 2, 4], 2) == [[0, 1, 2], [3, 4]]  # sorted, contiguous, the first one larger
+    assert split_cpus(range(16), 1) == [list(range(16))]
+    with pytest.raises(ValueError, match="3 non-empty"):
+        split_cpus([0, 1], 3)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity (Linux) and at least 2 usable CPUs")
+def test_each_worker_runs_on_its_own_cpus():
+    # the worker reads its own affinity mask: the two slots have disjoint shares that cover this process's CPUs
+    mine = os.sched_getaffinity(0)
+    assert worker_cpus(2) == split_cpus(mine, 2)
+    seen = [cpus for _, cpus in run_in_workers(_affinity, [0, 1], jobs=2)]
+    assert seen[0] & seen[1] == set() and seen[0] | seen[1] == mine
+    assert os.sched_getaffinity(0) == mine  # this process is not pinned
+    assert worker_cpus(len(mine) + 1) == [None] * (len(mine) + 1)  # more slots than CPUs: no pinning
+
+
+def _affinity(_):
+    return os.sched_getaffinity(0)
