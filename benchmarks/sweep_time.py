@@ -23,22 +23,20 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
-Measured on the 2-core x86 CPU box, quiet (load average < 2 before each run, nothing else running), 2026-11-30, dev
+Measured on the 2-core x86 CPU box, quiet (load average < 2.1 before each run, nothing else running), 2026-11-30, dev
 environment (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process), one
-invocation (--runs serial cached rerun), after the smoothing kernel's rewrite (which does not change a sweep's
-time measurably: the runs of the code before it, same day, took 543 s serial, 457 s cached and 379 s rerun; the
-training stages, untouched, moved as much, so the differences are this VM's run-to-run variation):
-  serial  507 s; stages: demo 57 s, UltraTool 256 s, Seal-Tools 172 s; peak RSS 2,680 MiB for the three in one
-          process (631 s before the λ = 0 models were taken from the core run, 1,256 s before numpy-sorted
-          rankings and lax.map training).
-  cached  438 s (target 300 s: 0.68x): 1.16x faster than serial; UltraTool's process peaks at 1,932 MiB,
-          Seal-Tools' at 1,847 MiB (the two run at the same time).
-  rerun   375 s (0.80x): compilation loaded from the cache.
-  empty   189 s (target 240 s: 1.27x, met; 197 s in turn in one process); encoding included (code before the
-          rewrite).
-On 2 cores the CPU-seconds bound the wall time: a first run needed 834-865 CPU-seconds (code before the rewrite),
-so about 430 s whatever the schedule.  Training is most of each sweep (UltraTool alone: core 25 s, lambda-aware
-62 s, core_plus 36 s, reranker 59 s; evaluation 53 s).
+invocation (--runs serial cached rerun), side-by-side workers pinned to one core each:
+  serial  439 s; stages: demo 49 s, UltraTool 216 s, Seal-Tools 157 s; peak RSS 2,696 MiB for the three in one
+          process (497-507 s at earlier measurements, within this VM's ±10 % variation; 631 s before the λ = 0 models
+          were taken from the core run, 1,256 s before numpy-sorted rankings and lax.map training).
+  cached  341 s (target 300 s: 0.88x): 1.29x faster than serial; UltraTool's process peaks at 1,759 MiB,
+          Seal-Tools' at 1,755 MiB (the two run at the same time). Unpinned workers took 438 s at an earlier
+          measurement; a first pinned measurement (taskset, before the float64 graph cosines) took 309 s.
+  rerun   305 s (0.98x): compilation loaded from the cache (375 s unpinned).
+  empty   165 s (target 240 s: 1.45x, met), a separate invocation; encoding included (189 s unpinned).
+UltraTool, the longest benchmark, runs on its core alone for its last ~35 s of the cached run, after Seal-Tools
+and the demo finished on the other core (UltraTool's stages: training 238 s, evaluation 70 s on one core, against
+153 s and 51 s on two threads in the serial run).
 """
 
 from __future__ import annotations

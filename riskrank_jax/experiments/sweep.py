@@ -344,10 +344,9 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
 @click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
               "(kept by default: a later sweep loads them instead of compiling, same results).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Benchmarks run at once, each in a worker process of its own, pinned to its share of the CPUs "
-                   "(default: 2 when several are asked for on a CPU with 2+ cores; 1 where a JAX GPU/TPU plugin is "
-                   "installed). 1 runs them in turn in this process. Same results either way; peak memory adds up "
-                   "over the benchmarks running at once.")
+              help="Benchmarks run at once, each in a worker process pinned to its share of the CPUs (default: 2 "
+                   "when several are asked for on a CPU with 2+ cores; 1 with a JAX GPU/TPU plugin). 1 runs them in "
+                   "turn in this process. Same results either way; peak memory adds up over concurrent benchmarks.")
 def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
          main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache,
          jobs):
