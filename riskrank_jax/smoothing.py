@@ -124,10 +124,15 @@ def _smooth_folds_segment_jit(scores, query_fold, senders, receivers, weights, a
 # neighbour-list kernel (full pool, one or several graphs on one union edge list)
 
 
+def _widest_block(n_nodes: int, itemsize: int) -> int:
+    """The most queries per block (a multiple of 8 in 8..512) whose transposed [N, c] block fits _BLOCK_BYTES."""
+    return int(np.clip(_BLOCK_BYTES // max(1, n_nodes * itemsize), 8, 512)) // 8 * 8
+
+
 def _block_size(n_nodes: int, itemsize: int, group_sizes: np.ndarray) -> int:
     """Queries per block c (multiple of 8): the largest c with [N, c] within _BLOCK_BYTES whose padding,
     when blocks of c queries are filled group by group, is within 5 % of the least possible."""
-    c_max = int(np.clip(_BLOCK_BYTES // max(1, n_nodes * itemsize), 8, 512)) // 8 * 8
+    c_max = _widest_block(n_nodes, itemsize)
     c_max = min(c_max, -(-int(group_sizes.max(initial=1)) // 8) * 8)
     cs = np.arange(8, c_max + 1, 8)
     padded = (-(-group_sizes[None, :] // cs[:, None]) * cs[:, None]).sum(1)
@@ -163,7 +168,7 @@ def fixed_block_plan(n_queries: int, n_nodes: int, n_folds: int, itemsize: int =
     folds (each fold wastes at most one partial block), so the block plan's shapes depend only on
     (Q, N, F). ``smooth_full_folds(..., fixed_shapes=True)`` uses it: one compiled program then serves
     every fold assignment and every graph on the same union edge list."""
-    c = int(np.clip(_BLOCK_BYTES // max(1, n_nodes * itemsize), 8, 512)) // 8 * 8
+    c = _widest_block(n_nodes, itemsize)
     c = min(c, -(-max(1, n_queries) // 8) * 8)
     return c, -(-n_queries // c) + n_folds - 1
 
@@ -204,9 +209,9 @@ def _finish_jit(scores, chunks, dst, alpha, *, in_order: bool):
     return _combine(scores, p, alpha)
 
 
-def _chunk_blocks(n_blocks: int, block_bytes: int) -> tuple[int, int]:
-    """(blocks per chunk, chunks): chunks of at most _CHUNK_BYTES of transposed scores, as even as possible."""
-    per_chunk = max(1, _CHUNK_BYTES // max(1, block_bytes))
+def _chunk_blocks(n_blocks: int, block_bytes: int, chunk_bytes: int) -> tuple[int, int]:
+    """(blocks per chunk, chunks): chunks of at most chunk_bytes of transposed scores, as even as possible."""
+    per_chunk = max(1, chunk_bytes // max(1, block_bytes))
     n_chunks = -(-n_blocks // per_chunk)
     return -(-n_blocks // n_chunks), n_chunks
 
@@ -223,7 +228,8 @@ def _cached_plan(query_fold: np.ndarray, n_nodes: int, itemsize: int, n_folds: i
 @functools.lru_cache(maxsize=32)
 def _plan(query_fold_bytes: bytes, n_nodes: int, itemsize: int, n_folds: int, fixed_shapes: bool, block_bytes: int,
           chunk_bytes: int):
-    """``_cached_plan`` for one key; block_bytes / chunk_bytes (_BLOCK_BYTES / _CHUNK_BYTES) only key the cache."""
+    """``_cached_plan`` for one key. chunk_bytes sizes the chunks; block_bytes only keys the cache (``_block_size``
+    and ``fixed_block_plan`` read _BLOCK_BYTES themselves)."""
     query_fold = np.frombuffer(query_fold_bytes, np.int64)
     counts = np.bincount(query_fold, minlength=n_folds)
     if fixed_shapes:
@@ -231,7 +237,7 @@ def _plan(query_fold_bytes: bytes, n_nodes: int, itemsize: int, n_folds: int, fi
     else:
         c = _block_size(n_nodes, itemsize, counts)
         n_blocks = int((-(-counts // c)).sum())
-    chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize)
+    chunk_blocks, n_chunks = _chunk_blocks(n_blocks, n_nodes * c * itemsize, chunk_bytes)
     src, dst, block_fold = _block_plan(query_fold, n_folds, c, chunk_blocks * n_chunks)
     # every query on one graph: the plan keeps the query order (src = 0..Q-1, then padding). Fixed shapes promise
     # one program for every fold assignment, so they always take the gather by dst.

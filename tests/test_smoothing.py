@@ -87,7 +87,7 @@ def test_alpha_array_and_graphs_tuple_input():
 @pytest.mark.parametrize("chunk_bytes", [1, 1 << 30])
 def test_full_chunked_path(monkeypatch, chunk_bytes):
     """Tiny budgets force several query blocks (padded last block) and message-buffer chunks; chunk_bytes=1
-    propagates one block per lax.map step, 1 GiB all blocks at once."""
+    propagates one block per kernel call, 1 GiB all blocks in one call."""
     g = random_graph(3)
     monkeypatch.setattr(smoothing, "_MSG_BUDGET", 3 * g.n_edges)
     monkeypatch.setattr(smoothing, "_BLOCK_BYTES", 1)  # blocks of 8 queries

@@ -109,8 +109,7 @@ def run_in_workers(task: Callable[[T], R], items: Iterable[T], jobs: int) -> Ite
                 if pending and fut.exception() is None:
                     start(slot)
                 yield items[i], fut.result()
-    finally:
-        pending.clear()
+    finally:  # an exception or an early close: nothing new starts; the running items are waited for
         for pool in slots:
             pool.shutdown(wait=True, cancel_futures=True)
 
