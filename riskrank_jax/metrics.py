@@ -333,11 +333,22 @@ def mean_metrics(per_query: dict, where=None) -> dict[str, jax.Array]:
     out = {}
     for name, v in per_query.items():
         v = jnp.asarray(v, dtype=jnp.float32)
-        w = jnp.ones_like(v) if where is None else jnp.broadcast_to(jnp.asarray(where), v.shape).astype(jnp.float32)
-        count = jnp.sum(w, axis=-1)
-        total = jnp.sum(jnp.where(w > 0, v, 0.0), axis=-1)
-        out[name] = jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), jnp.nan)
+        # the weights always as an input (all ones for None): a constant mask would let XLA drop the select, which
+        # changes how the sum is vectorised (its last bit) against the masked form
+        w = np.ones(v.shape, bool) if where is None else where
+        out[name] = _masked_mean(v, w)
     return out
+
+
+@jax.jit
+def _masked_mean(v, where):
+    """sum(w · v) / sum(w) over the last axis, w = where as 0/1, NaN where sum(w) = 0: one compiled program per
+    shape, where the eager version compiled each of its element-wise ops and reductions for every shape an
+    evaluation meets."""
+    w = jnp.broadcast_to(jnp.asarray(where), v.shape).astype(jnp.float32)
+    count = jnp.sum(w, axis=-1)
+    total = jnp.sum(jnp.where(w > 0, v, 0.0), axis=-1)
+    return jnp.where(count > 0, total / jnp.where(count > 0, count, 1.0), jnp.nan)
 
 
 def context_metrics(per_query: dict) -> dict[str, jax.Array]:
@@ -354,7 +365,7 @@ def context_metrics(per_query: dict) -> dict[str, jax.Array]:
     Returns:
       {"safe_rvr@5", "needrisk_hit@5", "rvr@5_high_risk"}: float32 [...].
     """
-    high = jnp.asarray(per_query["high_risk"]) > 0.5
+    high = np.asarray(per_query["high_risk"]) > 0.5  # on the host: no program compiled per shape
     safe = mean_metrics({"v": per_query["rvr@5"]}, where=~high)["v"]
     hit = mean_metrics({"v": per_query["needrisk_hit@5"]}, where=high)["v"]
     rvr_high = mean_metrics({"v": per_query["rvr@5"]}, where=high)["v"]

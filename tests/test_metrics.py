@@ -213,6 +213,18 @@ def test_mean_metrics_where_and_empty_subsets():
     assert math.isnan(float(ctx["needrisk_hit@5"])) and math.isnan(float(ctx["rvr@5_high_risk"]))
 
 
+def test_mean_metrics_without_where_equals_all_true_where_bit_for_bit():
+    """No mask and an all-True mask are one computation (the compiled mean always takes the mask as an input;
+    compiled with a constant mask, XLA vectorised the sum differently and the means moved by one ulp)."""
+    rng = np.random.default_rng(0)
+    for shape in [(1, 654), (4, 3, 1000), (3, 30)]:
+        v = rng.uniform(size=shape).astype(np.float32)
+        plain = np.asarray(M.mean_metrics({"v": v})["v"])
+        masked = np.asarray(M.mean_metrics({"v": v}, where=np.ones(shape, bool))["v"])
+        np.testing.assert_array_equal(plain, masked)
+        np.testing.assert_allclose(plain, v.astype(np.float64).mean(-1), rtol=1e-6)
+
+
 def test_summarize():
     out = M.summarize({"ndcg@5": np.array([1.0, 2.0, 3.0, 4.0]), "one": np.array([0.5]), "scalar": 0.25})
     assert out["ndcg@5"]["mean"] == pytest.approx(2.5)
