@@ -86,3 +86,18 @@ def test_relevance_full_vmaps_over_models():
     assert out.shape == (3, 4, 9)
     one = model.relevance_full(jax.tree.map(lambda x: x[1], stacked), q, t)
     np.testing.assert_allclose(np.asarray(out[1]), np.asarray(one), atol=1e-7)
+
+
+def test_first_layer_value_and_gradient_equal_the_plain_product():
+    """``model.first_layer`` (weight gradient from a materialised xᵀ) is x @ w with x @ w's gradients, for inputs
+    with several leading axes (the training loss passes [2, B, 2d])."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(2, 5, 6)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(6, 3)), jnp.float32)
+    weight = jnp.asarray(rng.normal(size=(2, 5, 3)), jnp.float32)
+    np.testing.assert_array_equal(np.asarray(model.first_layer(x, w)), np.asarray(x @ w))
+    got = jax.grad(lambda a, b: jnp.sum(weight * jnp.tanh(model.first_layer(a, b))), argnums=(0, 1))(x, w)
+    want = jax.grad(lambda a, b: jnp.sum(weight * jnp.tanh(a @ b)), argnums=(0, 1))(x, w)
+    for g, r in zip(got, want):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-6)
