@@ -102,54 +102,35 @@ def candidate_features(feats, cand):
 
 
 @jax.custom_vjp
-def pair_products(qu, tv, cand, pos=None):
+def pair_products(qu, tv, cand):
     """[Q, K]: qu[q] · tv[cand[q, k]] for qu [Q, r], tv [N, r], cand int [Q, K] (valid ids).
 
-    Computed as one [Q, N] matmul and a gather of K scalars per query, with a custom gradient that spreads the
+    Computed as one [Q, N] matmul and a gather of K scalars per query, with a custom gradient that scatters the
     [Q, K] cotangent into a dense [Q, N] block and takes two matmuls. On a CPU this is ~1.5x faster per
     training step than gathering the [Q, K, r] factor rows and scatter-adding their gradient (measured on
-    UltraTool, 15 models, K = 207, r = 32: 287 vs 415 ms); equal up to float rounding.
-
-    ``pos``: optional int32 [Q, N], ``position_map(cand, N)``, valid only where each query's candidate ids are
-    distinct: the dense block is then a gather of the cotangent (no zero fill, no scatter-add), which is exact
-    (each entry receives at most one term). Without it, repeated ids (e.g. padding) add up by a scatter-add."""
+    UltraTool, 15 models, K = 207, r = 32: 287 vs 415 ms); equal up to float rounding."""
     return jnp.take_along_axis(qu @ tv.T, cand, axis=1)
 
 
-def _pair_products_fwd(qu, tv, cand, pos=None):
-    return pair_products(qu, tv, cand, pos), (qu, tv, cand, pos)
+def _pair_products_fwd(qu, tv, cand):
+    return pair_products(qu, tv, cand), (qu, tv, cand)
 
 
 def _pair_products_bwd(res, g):
-    qu, tv, cand, pos = res
-    if pos is None:
-        dense = jnp.zeros((qu.shape[0], tv.shape[0]), g.dtype).at[jnp.arange(qu.shape[0])[:, None], cand].add(g)
-    else:  # slot K of the padded cotangent is 0: tools that are no candidate of the query
-        dense = jnp.take_along_axis(jnp.concatenate([g, jnp.zeros((g.shape[0], 1), g.dtype)], axis=1), pos, axis=1)
-    # (quᵀ · dense)ᵀ, not denseᵀ · qu: the same products, and XLA's CPU kernel for this form is faster
-    return dense @ tv, (qu.T @ dense).T, None, None
+    qu, tv, cand = res
+    dense = jnp.zeros((qu.shape[0], tv.shape[0]), g.dtype).at[jnp.arange(qu.shape[0])[:, None], cand].add(g)
+    return dense @ tv, dense.T @ qu, None
 
 
 pair_products.defvjp(_pair_products_fwd, _pair_products_bwd)
 
 
-def position_map(cand, n_tools: int):
-    """int32 [Q, N]: the slot k of tool n among query q's candidates ``cand`` int [Q, K], or K where it is none
-    (padding ids < 0 are no candidate). With repeated ids the last slot wins, so use it only where a query's
-    candidate ids are distinct (``pair_products``)."""
-    q, k = cand.shape
-    idx = jnp.where(cand >= 0, cand, n_tools)  # out of range: dropped
-    slots = jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32), cand.shape)
-    return jnp.full((q, n_tools), k, jnp.int32).at[jnp.arange(q)[:, None], idx].set(slots, mode="drop")
-
-
-def _loss(params, q_emb, t_emb, f, cand, pos, n_gold, mask, l2):
+def _loss(params, q_emb, t_emb, f, cand, n_gold, mask, l2):
     """Listwise softmax cross-entropy of each gold tool against the query's candidates (gold first);
-    f = ``candidate_features`` (fixed during training, so gathered once, not every step); pos: the candidates'
-    ``position_map`` or None (see ``pair_products``)."""
+    f = ``candidate_features`` (fixed during training, so gathered once, not every step)."""
     valid_c = cand >= 0
     c = jnp.maximum(cand, 0)
-    bilinear = pair_products(q_emb @ params["U"], t_emb @ params["V"], c, pos)  # [Q, K]
+    bilinear = pair_products(q_emb @ params["U"], t_emb @ params["V"], c)  # [Q, K]
     logits = params["T"] * (f @ params["w"] + bilinear)
     logp = jax.nn.log_softmax(jnp.where(valid_c, logits, -jnp.inf), axis=-1)
     valid = valid_c[:, :n_gold] & mask[:, None]
@@ -174,13 +155,12 @@ def _heldout_ndcg(score_fn, rows, valid, gold, q_chunk: int):
 
 
 def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_emb, t_emb, feats, gold, *,
-               config: RerankConfig, q_chunk: int, distinct: bool = False):
+               config: RerankConfig, q_chunk: int):
     """Train one model; returns (best params, best held-out NDCG@5, gate γ, held-out NDCG@5 per gate).
 
     The loss sees only the model's training queries (``train_rows``, ``train_valid``: padded ids, see
     ``heldout_rows``), so a step's [R, N] products cover R of the Q queries. The held-out NDCG@5 is computed on
-    the held-out queries only (``held_rows``, ``held_valid``), ``q_chunk`` of them at a time. ``distinct``: every
-    query's candidate ids are distinct (``candidates_distinct``), so the gradient takes ``position_map``."""
+    the held-out queries only (``held_rows``, ``held_valid``), ``q_chunk`` of them at a time."""
     params = init_params(key, q_emb.shape[1], weight, config.rank)
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
@@ -188,7 +168,6 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
     cand = training_candidates(train_feats, gold[train_rows], weight, config.n_candidates)
     f_cand = candidate_features(train_feats, cand)
     train_q = q_emb[train_rows]
-    pos = position_map(cand, t_emb.shape[0]) if distinct else None
 
     def held(p):
         return _heldout_ndcg(lambda r: correction_scores(p, q_emb[r], t_emb, feats[r]), held_rows, held_valid,
@@ -196,7 +175,7 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
 
     def step(carry, _):
         p, s = carry
-        upd, s = opt.update(grad(p, train_q, t_emb, f_cand, cand, pos, gold.shape[1], train_valid, config.l2), s, p)
+        upd, s = opt.update(grad(p, train_q, t_emb, f_cand, cand, gold.shape[1], train_valid, config.l2), s, p)
         return (optax.apply_updates(p, upd), s), None
 
     def block(carry, _):
@@ -229,15 +208,6 @@ class RerankModels:
     heldout_ndcg_by_gate: np.ndarray  # [M, n_gates]
     heldout_mask: np.ndarray  # bool [M, Q_train]
     config: RerankConfig
-
-
-def candidates_distinct(gold, n_tools: int, n_candidates: int) -> bool:
-    """Whether every query's ``training_candidates`` are distinct ids: no gold id repeats within a query, and the
-    pool has room for ``n_candidates`` negatives besides the gold tools (else top_k also returns gold ids)."""
-    gold = np.asarray(gold)
-    srt = np.sort(gold, axis=1)
-    repeated = ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any()
-    return bool(not repeated and n_candidates + gold.shape[1] <= n_tools)
 
 
 def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndarray]:
@@ -275,12 +245,11 @@ def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int
 
     ``n_queries``: the model's training queries (R). A model's training intermediates: one step's [R, K]
     candidate block (gathered features, the low-rank tool factors and their gradients, logits), its rows of the
-    features [R, N, 4], the first stage's [R, N] candidate search and the candidates' [R, N] ``position_map``, the
-    [N, r] / [R, r] factors and gradients,
+    features [R, N, 4] and the first stage's [R, N] candidate search, the [N, r] / [R, r] factors and gradients,
     and one held-out scoring block of C queries x N tools for every gate. C is every held-out query unless one
     model would then exceed ``budget`` (halved until it fits, or 1)."""
     k = n_gold + min(config.n_candidates, n_tools)
-    fixed = n_queries * k * (40 + 12 * config.rank) + 40 * n_queries * n_tools \
+    fixed = n_queries * k * (40 + 12 * config.rank) + 36 * n_queries * n_tools \
         + 12 * config.rank * (n_tools + n_queries + 2 * dim)
     per_row = 40 * n_tools * len(config.gates)
     chunk = max(1, n_held)
@@ -314,10 +283,8 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
     per_model, q_chunk = plan_memory(t_rows.shape[1], t_emb.shape[0], np.asarray(gold).shape[1], rows.shape[1],
                                      q_emb.shape[1], config, memory_budget)
     gold_j = jnp.asarray(gold)
-    distinct = candidates_distinct(gold, t_emb.shape[0], config.n_candidates)
     program = jax.jit(map_models(lambda k, w, tr, tv, hr, hv: _train_one(
-        k, w, tr, tv, hr, hv, q_emb, t_emb, feats, gold_j, config=config, q_chunk=q_chunk, distinct=distinct),
-        in_axes=(0,) * 6))
+        k, w, tr, tv, hr, hv, q_emb, t_emb, feats, gold_j, config=config, q_chunk=q_chunk), in_axes=(0,) * 6))
     outs = []
     for ix, n in plan_groups(len(weights), per_model, memory_budget):
         out = program(keys[ix], jnp.asarray(weights[ix]), jnp.asarray(t_rows[ix]), jnp.asarray(t_valid[ix]),
@@ -351,5 +318,4 @@ def rerank_scores(models: RerankModels, q_emb, t_emb, bm25, *, n_seeds: int, tes
 
 __all__ = ["RerankConfig", "RerankModels", "features", "init_params", "correction_scores", "gated_scores",
            "heldout_masks", "train_rerankers", "all_model_scores", "rerank_scores",
-           "training_candidates", "candidate_features", "heldout_rows", "plan_memory", "pair_products", "position_map",
-           "candidates_distinct"]
+           "training_candidates", "candidate_features", "heldout_rows", "plan_memory", "pair_products"]

@@ -91,36 +91,6 @@ def test_training_candidates_put_gold_first_and_exclude_it_from_negatives():
         assert not set(row[2:].tolist()) & set(g[g >= 0].tolist())
 
 
-def test_pair_products_gradient_by_position_map_equals_scatter_add():
-    """With distinct candidate ids per query, the gather through ``position_map`` gives the scatter-add's gradient
-    bit for bit; tools that are no candidate (and padding ids -1) get no gradient."""
-    import jax
-    import jax.numpy as jnp
-
-    rng = np.random.default_rng(5)
-    qu = jnp.asarray(rng.normal(size=(6, 4)), jnp.float32)
-    tv = jnp.asarray(rng.normal(size=(13, 4)), jnp.float32)
-    ids = np.stack([rng.permutation(12)[:5] for _ in range(6)]).astype(np.int32)  # tool 12 is nobody's candidate
-    ids[:2, 0] = -1  # padded gold slots
-    cand, safe = jnp.asarray(ids), jnp.asarray(np.maximum(ids, 0))
-    weight = jnp.asarray(rng.normal(size=(6, 5)) * (ids >= 0), jnp.float32)  # padding slots carry no gradient
-    pos = rerank.position_map(cand, 13)
-    assert pos.shape == (6, 13) and int(pos[0, ids[0, 1]]) == 1 and np.all(np.asarray(pos)[:, 12] == 5)
-    loss = lambda p: lambda a, b: jnp.sum(weight * rerank.pair_products(a, b, safe, p))  # noqa: E731
-    g_pos = jax.grad(loss(pos), argnums=(0, 1))(qu, tv)
-    g_scatter = jax.grad(loss(None), argnums=(0, 1))(qu, tv)
-    for a, b in zip(g_pos, g_scatter):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert np.all(np.asarray(g_pos[1])[12] == 0) and np.abs(np.asarray(g_pos[1])).max() > 0.1
-
-
-def test_candidates_distinct():
-    gold = np.array([[2, -1, -1], [0, 1, -1]])
-    assert rerank.candidates_distinct(gold, n_tools=10, n_candidates=7)
-    assert not rerank.candidates_distinct(gold, n_tools=10, n_candidates=8)  # top_k would reach gold ids
-    assert not rerank.candidates_distinct(np.array([[2, 2, -1]]), n_tools=100, n_candidates=5)
-
-
 def test_lambda_for_budget():
     lams = (0.0, 0.5, 1.0, 2.0)
     assert budget.lambda_for_budget([0.3, 0.12, 0.05, 0.01], lams, 0.05) == (1.0, 2)
