@@ -23,20 +23,19 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
-Measured on the 2-core x86 CPU box, quiet (load average < 2.1 before each run, nothing else running), 2026-11-30, dev
-environment (the bench extra installed, so transformers imports torch: ~6 s and ~300 MiB per process), one
-invocation (--runs serial cached rerun), side-by-side workers pinned to one core each:
-  serial  439 s; stages: demo 49 s, UltraTool 216 s, Seal-Tools 157 s; peak RSS 2,696 MiB for the three in one
-          process (497-507 s at earlier measurements, within this VM's ±10 % variation; 631 s before the λ = 0 models
-          were taken from the core run, 1,256 s before numpy-sorted rankings and lax.map training).
-  cached  341 s (target 300 s: 0.88x): 1.29x faster than serial; UltraTool's process peaks at 1,759 MiB,
-          Seal-Tools' at 1,755 MiB (the two run at the same time). Unpinned workers took 438 s at an earlier
-          measurement; a first pinned measurement (taskset, before the float64 graph cosines) took 309 s.
-  rerun   305 s (0.98x): compilation loaded from the cache (375 s unpinned).
-  empty   165 s (target 240 s: 1.45x, met), a separate invocation; encoding included (189 s unpinned).
-UltraTool, the longest benchmark, runs on its core alone for its last ~35 s of the cached run, after Seal-Tools
-and the demo finished on the other core (UltraTool's stages: training 238 s, evaluation 70 s on one core, against
-153 s and 51 s on two threads in the serial run).
+Measured on the 2-core x86 CPU box, quiet (nothing else running), dev environment (the bench extra installed, so
+transformers imports torch: ~6 s and ~300 MiB per process), side-by-side workers pinned to one core each.
+2026-12-01: the previous tree (eba4e87) with --runs cached, and 25 minutes later this code with --runs cached rerun
+(separate invocations on a quiet machine; the previous tree measured 341 s at 2026-11-30 as well):
+  cached  341 s before, 328 s now (target 300 s: 0.91x); UltraTool's process peaks at 1,758 MiB.
+  rerun   248 s (1.21x, met): compilation loaded from the cache (305 s at 2026-11-30).
+  serial  438 s (--update-reference, a separate run); stages: demo 51 s, UltraTool 224 s, Seal-Tools 145 s; peak
+          RSS 2,625 MiB for the three in one process (631 s before the λ = 0 models were taken from the core run,
+          1,256 s before numpy-sorted rankings and lax.map training).
+  empty   152 s (target 240 s: 1.58x, met), in the same invocation as a cached run; encoding included (189 s
+          unpinned, 165 s at 2026-11-30).
+UltraTool, the longest benchmark, runs on its core alone for its last ~30 s of the cached run, after Seal-Tools
+and the demo finished on the other core (UltraTool's stages on one core: training 237 s, evaluation 64 s).
 """
 
 from __future__ import annotations
