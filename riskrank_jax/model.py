@@ -147,8 +147,7 @@ def risk(params: Params, t: jax.Array) -> jax.Array:
       [...] predicted risk in (0, 1); (r − 1)/4 is its training target.
     """
     p = params["risk"]
-    concat = "rel" in params and rel_features_of(params, t.shape[-1]) == "concat"
-    h = jax.nn.relu((first_layer(t, p["V1"]) if concat else t @ p["V1"]) + p["c1"])
+    h = jax.nn.relu(first_layer(t, p["V1"]) + p["c1"])
     return jax.nn.sigmoid((h @ p["V2"] + p["c2"])[..., 0])
 
 
@@ -159,8 +158,8 @@ def first_layer(x, w):
     Autodiff writes that gradient as a product over x's leading axis (xᵀ·g), for which XLA's CPU backend picks a
     slower kernel than for the forward product; behind an ``optimization_barrier`` xᵀ is an ordinary row-major
     operand. Measured on a 2-core CPU (one core, UltraTool, 15 concat models): one training epoch 2.1 -> 1.8 s,
-    parameters bit-identical. Used for the first layers of models with the concat relevance head; the interact
-    head keeps the plain product (no gain measured there, and its gradient's rounding changed)."""
+    parameters bit-identical. Used for the risk head's first layer and the concat relevance head's; the interact
+    relevance head keeps the plain product (no gain measured there, and its gradient's rounding changed)."""
     return x @ w
 
 
