@@ -25,18 +25,17 @@ temporary directory, removed at the end unless --keep).
 
 Measured on the 2-core x86 CPU box, quiet (nothing else running), dev environment (the bench extra installed, so
 transformers imports torch: ~6 s and ~300 MiB per process), side-by-side workers pinned to one core each.
-2026-12-01: the previous tree (eba4e87) with --runs cached, and 25 minutes later this code with --runs cached rerun
-(separate invocations on a quiet machine; the previous tree measured 341 s at 2026-11-30 as well):
-  cached  341 s before, 328 s now (target 300 s: 0.91x); UltraTool's process peaks at 1,758 MiB. An hour later,
-          with the VM about 30 % faster, back to back in one invocation: 265 s before, 253 s now (1.18x).
-  rerun   248 s (1.21x, met): compilation loaded from the cache (305 s at 2026-11-30).
-  serial  438 s (--update-reference, a separate run); stages: demo 51 s, UltraTool 224 s, Seal-Tools 145 s; peak
-          RSS 2,625 MiB for the three in one process (631 s before the λ = 0 models were taken from the core run,
-          1,256 s before numpy-sorted rankings and lax.map training).
-  empty   152 s (target 240 s: 1.58x, met), in the same invocation as a cached run; encoding included (189 s
-          unpinned, 165 s at 2026-11-30).
-UltraTool, the longest benchmark, runs on its core alone for its last ~30 s of the cached run, after Seal-Tools
-and the demo finished on the other core (UltraTool's stages on one core: training 237 s, evaluation 64 s).
+2026-12-01 01:44-01:54 UTC, a fresh VM, --runs cached rerun empty in one invocation (code of commit 5786d58):
+  cached  248 s (target 300 s: 1.21x, met); UltraTool's process peaks at 1,799 MiB; its stages add up to about
+          239 s on its core, Seal-Tools' and the demo's to about 155 s and 58 s on the other.
+  rerun   221 s (1.36x, met): compilation loaded from the cache.
+  empty   113 s (target 240 s: 2.12x, met); encoding included.
+  serial  356 s right after (--update-reference, a separate invocation): peak RSS 2,571 MiB for the three in one
+          process; every value of the committed results unchanged (tolerance 0).
+This VM's speed drifts by up to about 30 % over hours for the same code: the same tree took 328 s (cached) at
+00:07 and 253 s at 00:44 on 2026-12-01; in the slow state, rerun took 248 s. Compare figures from one invocation.
+UltraTool, the longest benchmark, runs on its core alone for its last ~25 s of the cached run, after Seal-Tools
+and the demo finished on the other core.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def main() -> None:
               f"speed-up {w_seq / w_vm:.2f}x")
     print(f"max |W1 vmapped - W1 single| over the 15 models: {diff:.2e}")
     print(f"mean best held-out loss {np.mean(res.heldout_loss[np.arange(n_models), res.best_epoch]):.4f}, "
-          f"best epochs {np.bincount(res.best_epoch, minlength=cfg.epochs).tolist()}")
+          f"models whose best epoch is 1..{cfg.epochs}: {np.bincount(res.best_epoch, minlength=cfg.epochs).tolist()}")
 
 
 if __name__ == "__main__":
