@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _config(args):
-    from riskrank_jax.cli_options import parse_bytes
-    from riskrank_jax.experiments.sweep import SweepConfig
+    from riskrank_jax.cli.options import parse_bytes
+    from riskrank_jax.experiments.run import SweepConfig
 
     return SweepConfig(benchmark=args.benchmark, epochs=args.epochs, memory_budget=parse_bytes(args.memory_budget),
                        smoothing_benchmark=False)
@@ -40,8 +40,8 @@ def _config(args):
 
 def _inputs(args):
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments.stages import embed_all
 
     bench = load_benchmark(args.benchmark)
@@ -63,10 +63,10 @@ def prepare(args) -> None:
     """Train every run the variants need (few epochs / reranker steps) and pickle them to --runs-cache."""
     from riskrank_jax.experiments import beyond
     from riskrank_jax.experiments.stages import train_run
-    from riskrank_jax.experiments.sweep import risk_only_scores
+    from riskrank_jax.experiments.run import risk_only_scores
     from riskrank_jax.experiments.variants import TRAINING_RUNS
-    from riskrank_jax.rerank import RerankConfig
-    from riskrank_jax.train import RiskHeadConfig
+    from riskrank_jax.model.rerank import RerankConfig
+    from riskrank_jax.model.train import RiskHeadConfig
 
     cfg = _config(args)
     bench, emb = _inputs(args)
@@ -87,7 +87,8 @@ def prepare(args) -> None:
 
 def measure(args) -> None:
     """The timed stages in this process; writes {"seconds", "peak_rss_mb", "rss_before_mb"} and the outputs."""
-    from riskrank_jax.experiments import beyond, sweep
+    from riskrank_jax.experiments import beyond
+    from riskrank_jax.experiments import run as sweep
     from riskrank_jax.experiments.stages import StageLog, peak_rss_mb
     from riskrank_jax.experiments.variants import select_variants
 

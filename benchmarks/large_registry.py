@@ -8,7 +8,7 @@ is imported) on a CPU; on an accelerator the real devices are used.  Per size an
 per query batch (min of --repeats after one warm-up call that compiles) and the per-device memory:
 
   per-device (XLA)  argument + output + temporary bytes of the compiled per-device program, from
-                    ``compiled.memory_analysis()`` (riskrank_jax.sharded.per_device_bytes): the device's
+                    ``compiled.memory_analysis()`` (riskrank_jax.rank.sharded.per_device_bytes): the device's
                     registry shard, the replicated queries / parameters, and the scan's working set;
   process peak RSS  ru_maxrss of this process so far (all forced host devices share it, and it includes the
                     host copy of the synthetic registry).
@@ -54,8 +54,8 @@ def main():
     import jax
     import numpy as np
 
-    from riskrank_jax import model
-    from riskrank_jax.sharded import Scorer, per_device_bytes, shard_registry, sharded_topk, tool_mesh
+    from riskrank_jax.model import heads as model
+    from riskrank_jax.rank.sharded import Scorer, per_device_bytes, shard_registry, sharded_topk, tool_mesh
 
     devices = jax.devices()[: args.devices] if jax.devices()[0].platform == "cpu" else jax.devices()
     mesh = tool_mesh(devices)

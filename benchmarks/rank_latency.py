@@ -87,8 +87,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig, Ranker
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig, Ranker
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with tempfile.TemporaryDirectory() as tmp:

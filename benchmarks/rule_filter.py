@@ -22,7 +22,7 @@ import sys
 import jax
 import numpy as np
 
-from riskrank_jax.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
+from riskrank_jax.rank.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
 from riskrank_jax.experiments.throughput import timeit
 
 sys.path.insert(0, os.path.dirname(__file__))

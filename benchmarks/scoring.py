@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax import model
+from riskrank_jax.model import heads as model
 
 
 def former_relevance_full(params, q, t):
@@ -80,8 +80,8 @@ def _unit(rng, n, d):
 def load_inputs(args):
     if args.real:
         from riskrank_jax.data import load_benchmark
-        from riskrank_jax.embed_cache import embed_texts
-        from riskrank_jax.encoder import load_encoder
+        from riskrank_jax.encode.embedding_cache import embed_texts
+        from riskrank_jax.encode.encoder import load_encoder
 
         b = load_benchmark("ultratool")
         enc = load_encoder(None)

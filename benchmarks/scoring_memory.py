@@ -23,8 +23,9 @@ def one(args) -> dict:
     import jax
     import numpy as np
 
-    from riskrank_jax import model, pipeline
-    from riskrank_jax.cli_options import parse_bytes
+    from riskrank_jax.model import heads as model
+    from riskrank_jax.rank import stacked as pipeline
+    from riskrank_jax.cli.options import parse_bytes
     from riskrank_jax.experiments.stages import peak_rss_mb
 
     rng = np.random.default_rng(0)

@@ -7,7 +7,7 @@ Cases (real pools when the datasets are found, else random graphs of the same si
              all 5 fold graphs at once (smooth_full_folds, each query on its own fold's graph)
   full-pool  Seal-Tools   700 x 4,076  (co-occurrence from the training split)
   candidates UltraTool  1,000 queries x top-100 candidates (by query-tool cosine), per-query induced subgraph
-Embeddings: all-MiniLM-L6-v2 via riskrank_jax.encoder / embed_cache (default encoder, default disk cache;
+Embeddings: all-MiniLM-L6-v2 via riskrank_jax.encode.encoder / embed_cache (default encoder, default disk cache;
 the sweep's embeddings), or a hashed bag-of-words of the text (512-d, no model needed) with ``--embeddings bow``.
 Scores are query-tool cosines of those embeddings.
 
@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.graph import build_fold_graphs, build_tool_graph, stats
-from riskrank_jax.smoothing import smooth_full, smooth_full_folds, smooth_full_segment_sum, stack_graphs
+from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, stats
+from riskrank_jax.graph.smoothing import smooth_full, smooth_full_folds, smooth_full_segment_sum, stack_graphs
 from riskrank_jax.experiments.throughput import cost_full, measure_candidates, scipy_a_hat, scipy_full
 
 
@@ -50,8 +50,8 @@ def bow_embed(texts, d=512):
 def make_embedder(kind):
     if kind == "bow":  # noqa: SIM116
         return bow_embed, "hashed bag-of-words (512-d)"
-    from riskrank_jax.embed_cache import embed_texts
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import embed_texts
+    from riskrank_jax.encode.encoder import load_encoder
 
     enc = load_encoder(None)
     return (lambda texts: embed_texts(enc, list(texts))), f"{enc.model_id} (cached)"

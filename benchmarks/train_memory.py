@@ -60,10 +60,10 @@ def main() -> None:
     args = ap.parse_args()
 
     import riskrank_jax
-    from riskrank_jax.cli_options import parse_bytes
+    from riskrank_jax.cli.options import parse_bytes
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments import beyond
     from riskrank_jax.experiments.stages import embed_all, train_run
     from riskrank_jax.experiments.variants import TRAINING_RUNS

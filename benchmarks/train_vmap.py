@@ -35,8 +35,8 @@ SEEDS = (42, 123, 777)
 
 def real_data():
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encode.encoder import load_encoder
 
     bench = load_benchmark("ultratool")
     enc = load_encoder()
@@ -77,7 +77,7 @@ def main() -> None:
     import jax
     import numpy as np
 
-    from riskrank_jax.train import TrainConfig, train_models
+    from riskrank_jax.model.train import TrainConfig, train_models
 
     data = None
     if not args.random:

@@ -10,7 +10,7 @@ import functools
 import sys
 from pathlib import Path
 
-from riskrank_jax.ranker import Ranker
+from riskrank_jax.rank.ranker import Ranker
 
 REGISTRY = Path(__file__).resolve().with_name("mcp_tools.json")
 

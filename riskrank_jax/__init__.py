@@ -16,6 +16,6 @@ embedding cache), ``model`` / ``train`` (dual heads, vectorised training), ``gra
 
 __version__ = "0.1.0"
 
-from riskrank_jax.logs import quiet_library_loggers as _quiet_library_loggers  # noqa: E402
+from riskrank_jax.runtime.logs import quiet_library_loggers as _quiet_library_loggers  # noqa: E402
 
 _quiet_library_loggers()  # no DEBUG/INFO lines from bm25s, orbax/absl, jax, matplotlib (see logs.py)

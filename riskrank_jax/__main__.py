@@ -1,3 +1,3 @@
-from riskrank_jax.cli import main
+from riskrank_jax.cli.main import main
 
 main()

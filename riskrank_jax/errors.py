@@ -29,3 +29,29 @@ class CacheError(RiskRankError):
 
 class RankerError(RiskRankError):
     """A Ranker that cannot be built, loaded or used as asked (bad arrays, other encoder or registry)."""
+
+# Errors of the registry adapters: each names the file and line of the bad entry.
+
+
+class MalformedJSONError(DataError):
+    """The file is not valid JSON (or a JSON Lines line is not); the message gives line and column."""
+
+
+class UnknownFormatError(DataError):
+    """A document or tool entry matches none of the accepted formats; the message lists them."""
+
+
+class ToolSpecError(DataError):
+    """A tool entry is unusable: no name, a non-string description, a risk that is not an integer 1..5."""
+
+
+class DuplicateToolError(DataError):
+    """Two tools with the same name inside one source (file or inline object)."""
+
+
+class EmptyRegistryError(DataError):
+    """No tool could be read from the given sources."""
+
+
+class RiskHeadError(DataError):
+    """A risk-head file that cannot be used (missing, corrupt, or for another encoder)."""

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.cpus import usable_cpus
+from riskrank_jax.runtime.cpus import usable_cpus
 
 RISK_THRESHOLD = 3  # r >= this: risky (violating) tool
 SEVERE_THRESHOLD = 4  # r >= this: severe risk

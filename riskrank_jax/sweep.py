@@ -1,6 +1,6 @@
-"""`python -m riskrank_jax.sweep` keeps working: the sweep lives in ``riskrank_jax.experiments.sweep``."""
+"""`python -m riskrank_jax.sweep` keeps working: the sweep lives in ``riskrank_jax.experiments.run``."""
 
-from riskrank_jax.experiments.sweep import main, run
+from riskrank_jax.experiments.run import main, run
 
 __all__ = ["main", "run"]
 

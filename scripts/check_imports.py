@@ -1,4 +1,5 @@
-"""Import graph of a package: cycles and imports of another module's `_private` names.
+"""Import graph of a package: cycles, imports of another module's `_private` names, and imports that go up
+the package's layer order.
 
     python scripts/check_imports.py [PACKAGE_DIR]
 
@@ -85,6 +86,24 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+# riskrank_jax's folders and top-level modules, top (entry points) to bottom: a module may import from its own
+# folder or from any name below its own, never above (the package docstring is the map of this order).
+LAYERS = ("__main__", "sweep", "cli", "experiments", "rank", "registry", "model", "retrieve", "graph", "encode",
+          "data", "metrics", "scoring", "paths", "errors", "runtime")
+
+
+def layer_of(module: str, layers: tuple[str, ...] = LAYERS) -> int:
+    """Index in ``layers`` of a module's first component below the package (-1: the package itself)."""
+    parts = module.split(".")
+    return layers.index(parts[1]) if len(parts) > 1 else -1
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[str, ...] = LAYERS) -> list[str]:
+    """"a imports b" for every edge from a lower layer to a higher one (unknown names raise ValueError)."""
+    return sorted(f"{a} imports {b}" for a, bs in graph.items() for b in bs
+                  if layer_of(b, layers) < layer_of(a, layers))
+
+
 def check(root: Path) -> tuple[dict[str, set[str]], list[list[str]], list[str]]:
     files = sorted(root.rglob("*.py"))
     modules = {module_name(p, root) for p in files}
@@ -107,8 +126,11 @@ def main(argv=None) -> int:
         print("cycle: " + " <-> ".join(c))
     for p in private:
         print("private import: " + p)
-    print(f"{len(cycles)} cycle(s), {len(private)} private import(s)")
-    return 1 if cycles or private else 0
+    upward = upward_imports(graph) if root.name == "riskrank_jax" else []
+    for u in upward:
+        print("upward import: " + u)
+    print(f"{len(cycles)} cycle(s), {len(private)} private import(s), {len(upward)} upward import(s)")
+    return 1 if cycles or private or upward else 0
 
 
 if __name__ == "__main__":

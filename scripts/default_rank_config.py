@@ -17,11 +17,11 @@ import numpy as np
 from riskrank_jax import metrics
 from riskrank_jax.data import demo_dir, load_benchmark
 from riskrank_jax.data.jsonl import read_jsonl
-from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-from riskrank_jax.encoder import load_encoder
-from riskrank_jax.ranker import RankConfig, Ranker
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.registry import Registry, Tool
-from riskrank_jax.registry.evaluate import cross_val_scores
+from riskrank_jax.registry.risk_agreement import cross_val_scores
 from riskrank_jax.registry.risk import assess_risk
 
 LAMBDAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5)
@@ -48,7 +48,7 @@ def measure(lambdas=LAMBDAS, alphas=ALPHAS, split: str = "test") -> list[dict]:
     risk = assess_risk(reg, cross_val_scores(emb, bench.tools.risk, 5))
     qs = bench.tests[split]
     q_emb = embed_texts(enc, list(qs.texts), cache)
-    from riskrank_jax.registry.ranking_inputs import RankingInputs, zero_shot_graph
+    from riskrank_jax.rank.registry_inputs import RankingInputs, zero_shot_graph
 
     graph = zero_shot_graph(RankingInputs(reg, emb, risk, reg.perm_mask(), enc.model_id, "cv"))
     base = Ranker.build(encoder_id=enc.model_id, tool_names=reg.names, tool_texts=reg.texts, tool_emb=emb,

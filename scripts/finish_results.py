@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from riskrank_jax.experiments import beyond, report  # noqa: E402
-from riskrank_jax.experiments.sweep import REPRODUCIBILITY  # noqa: E402
+from riskrank_jax.experiments.run import REPRODUCIBILITY  # noqa: E402
 
 
 def main(dirs) -> None:

@@ -34,11 +34,11 @@ def fixtures_dir():
 
 def make_tiny_bert(root: Path, pooling: str, *, max_seq_length: int = 40, msgpack: bool = False):
     """A tiny random BERT (hidden 32, 2 layers, fixed seed) with the default model's tokenizer, saved at `root`
-    in the sentence-transformers layout `riskrank_jax.encoder.load_encoder` reads. Returns (model, params)."""
+    in the sentence-transformers layout `riskrank_jax.encode.encoder.load_encoder` reads. Returns (model, params)."""
     from flax.traverse_util import flatten_dict, unflatten_dict
     from transformers import BertConfig, FlaxBertModel
 
-    from riskrank_jax.encoder import default_model_dir
+    from riskrank_jax.encode.encoder import default_model_dir
 
     cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=37, max_position_embeddings=64)
@@ -79,7 +79,7 @@ def cli_invoker(cache: str):
     and that no traceback was printed; returns click's Result."""
     from click.testing import CliRunner
 
-    from riskrank_jax.cli import cli
+    from riskrank_jax.cli.main import cli
 
     def run(*args, code=0):
         res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})

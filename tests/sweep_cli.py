@@ -36,7 +36,7 @@ def sweep_cmd(args, *, prelude: str | None = None) -> list[str]:
     """The sweep's command line; with `prelude`, Python run first in the same process (fault injection)."""
     if prelude is None:
         return [sys.executable, "-m", "riskrank_jax.sweep", *map(str, args)]
-    code = prelude + "\nimport sys\nfrom riskrank_jax.experiments.sweep import run\nrun(sys.argv[1:])\n"
+    code = prelude + "\nimport sys\nfrom riskrank_jax.experiments.run import run\nrun(sys.argv[1:])\n"
     return [sys.executable, "-c", code, *map(str, args)]
 
 

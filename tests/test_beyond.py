@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from riskrank_jax import budget, hybrid, metrics, rerank
+from riskrank_jax import metrics
+from riskrank_jax.rank import risk_budget as budget
+from riskrank_jax.retrieve import hybrid
+from riskrank_jax.model import rerank
 from riskrank_jax.scoring import rank_order
 
 

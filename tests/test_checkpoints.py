@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from riskrank_jax.checkpoints import diff_keys, hash_arrays, read_run
+from riskrank_jax.model.checkpoints import diff_keys, hash_arrays, read_run
 from riskrank_jax.errors import CacheError
-from riskrank_jax.train import TrainConfig, load_trained, train_models
+from riskrank_jax.model.train import TrainConfig, load_trained, train_models
 
 from test_train import CFG, DATA
 
@@ -105,13 +105,13 @@ def _retrains_after_setting_aside(d, caplog, why, full, **kwargs):
     """Train into `d`; expect one warning naming `why` and the new place, a fresh result equal to `full`."""
     caplog.clear()
     calls = []
-    with caplog.at_level(logging.WARNING, logger="riskrank_jax.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="riskrank_jax.model.checkpoints"):
         res = train_models(*kwargs.pop("data", DATA), kwargs.pop("seeds", (1, 2)), kwargs.pop("config", CFG),
                            checkpoint_dir=d, run_meta=kwargs.pop("meta", META), progress=False,
                            on_epoch_end=lambda e, *_: calls.append(e), **kwargs)
     moved = _set_aside_dirs(d)
     assert len(moved) == 1, moved
-    lines = [r.getMessage() for r in caplog.records if r.name == "riskrank_jax.checkpoints"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "riskrank_jax.model.checkpoints"]
     assert len(lines) == 1 and "\n" not in lines[0], lines
     assert why in lines[0] and str(moved[0]) in lines[0] and "training from scratch" in lines[0]
     assert calls == list(range(1, CFG.epochs + 1))  # trained from scratch

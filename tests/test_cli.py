@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from riskrank_jax.cli_options import expand_multi_value_options
+from riskrank_jax.cli.options import expand_multi_value_options
 
 
 def run_cli(*args, env_cache):

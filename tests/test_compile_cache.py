@@ -1,4 +1,4 @@
-"""The persistent XLA compilation cache the sweep turns on (riskrank_jax.compile_cache), and --benchmark lists."""
+"""The persistent XLA compilation cache the sweep turns on (riskrank_jax.runtime.compile_cache), and --benchmark lists."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from riskrank_jax import compile_cache
-from riskrank_jax.cli_options import MULTI_VALUE_OPTIONS, expand_multi_value_options
-from riskrank_jax.experiments.sweep import expand_benchmarks
+from riskrank_jax.runtime import compile_cache
+from riskrank_jax.cli.options import MULTI_VALUE_OPTIONS, expand_multi_value_options
+from riskrank_jax.experiments.run import expand_benchmarks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -17,7 +17,7 @@ _PROGRAM = """
 import sys, time
 import jax, jax.numpy as jnp
 from pathlib import Path
-from riskrank_jax import compile_cache
+from riskrank_jax.runtime import compile_cache
 print(compile_cache.enable(Path(sys.argv[1])))
 f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum(0))
 print(float(f(jnp.arange(64.0).reshape(8, 8) / 64).sum()))

@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from riskrank_jax.embed_cache import (
+from riskrank_jax.encode.embedding_cache import (
     KEY_DTYPE,
     EmbeddingCache,
     embed_texts,
@@ -21,7 +21,7 @@ from riskrank_jax.errors import CacheError, RiskRankError
 
 
 class FakeEncoder:
-    """Same interface as riskrank_jax.encoder.Encoder; deterministic vectors from a hash of (model, text)."""
+    """Same interface as riskrank_jax.encode.encoder.Encoder; deterministic vectors from a hash of (model, text)."""
 
     def __init__(self, model_id: str = "fake-a@0123456789abcdef", dim: int = 8, nan_for: str | None = None):
         self.model_id = model_id

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from riskrank_jax import encoder as encoder_mod
-from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
-from riskrank_jax.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder, load_encoder_lazily,
+from riskrank_jax.encode import encoder as encoder_mod
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
+from riskrank_jax.encode.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder, load_encoder_lazily,
                                   read_sentence_config)
 from riskrank_jax.errors import RiskRankError
 
@@ -153,7 +153,7 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
     single = minilm.encode(sents, batch_size=3)  # 1 device: batch 3
     code = (
         "import json, jax, numpy as np\n"
-        "from riskrank_jax.encoder import load_encoder\n"
+        "from riskrank_jax.encode.encoder import load_encoder\n"
         "e = load_encoder()\n"
         f"v = e.encode({sents!r}, batch_size=3)\n"
         "print(json.dumps({'n_dev': len(jax.devices()), 'bs': e.effective_batch_size(3),"
@@ -242,7 +242,7 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
     assert set(enc.compiled_shapes) == shapes  # no new compilation for new texts
     err = capsys.readouterr().err  # stderr is not a terminal here: no bar, not even with progress=True
     assert "encoding" not in err and "\r" not in err and "\u2588" not in err and "it/s" not in err
-    monkeypatch.setattr("riskrank_jax.progress.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("riskrank_jax.runtime.progress.stderr_is_terminal", lambda: True)
     enc.encode(more, batch_size=4, progress=True)
     assert "encoding" in capsys.readouterr().err  # on a terminal the bar is drawn
 

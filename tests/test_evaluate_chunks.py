@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from riskrank_jax import retrievers
+from riskrank_jax.retrieve import baselines as retrievers
 from riskrank_jax.experiments.evaluate import (CHUNK_STEP, EvalSettings, SplitEvaluation, SplitInputs,
                                                map_query_chunks, per_slice, queries_per_chunk, rank_slices,
                                                rows_per_query, take_queries, variant_metrics, with_first_stages)
@@ -85,7 +85,8 @@ def test_chunked_metrics_equal_whole_split_metrics():
 def test_fold_model_scores_equal_pipeline_model_scores():
     import jax
 
-    from riskrank_jax import model, pipeline
+    from riskrank_jax.model import heads as model
+    from riskrank_jax.rank import stacked as pipeline
     from riskrank_jax.experiments.evaluate import fold_model_scores
 
     rng = np.random.default_rng(2)

@@ -20,7 +20,7 @@ FAST = ["--benchmark", "demo", "--variants", "dense", "core", "core_graph", "--e
 KILL_MID_SAVE_OF_EPOCH_2 = """
 import os, signal
 import orbax.checkpoint as ocp
-from riskrank_jax import checkpoints
+from riskrank_jax.model import checkpoints
 _save_epoch = checkpoints.RunStore.save_epoch
 def save_epoch(self, epochs_done, state):
     if epochs_done < 2:

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax import model
+from riskrank_jax.model import heads as model
 
 
 def _n_leaves(params) -> int:

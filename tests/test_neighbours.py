@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, UNROLL_MAX, WIDTHS_UNROLLED, bucket_weights,
+from riskrank_jax.graph.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, UNROLL_MAX, WIDTHS_UNROLLED, bucket_weights,
                                      neighbour_layout,
                                      propagate_bucket_rows, propagate_rows)
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from riskrank_jax.progress import progress_bar
+from riskrank_jax.runtime.progress import progress_bar
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -15,8 +15,8 @@ SCRIPT = """
 import logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 import numpy as np
-from riskrank_jax import retrievers
-from riskrank_jax.train import TrainConfig, train_models
+from riskrank_jax.retrieve import baselines as retrievers
+from riskrank_jax.model.train import TrainConfig, train_models
 s = retrievers.bm25_scores(["delete a file", "read a file", "send an email"], ["remove file", "mail"])
 assert s.shape == (2, 3) and s[0, 0] > 0
 rng = np.random.default_rng(0)
@@ -47,7 +47,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
     bar.set_postfix(loss=1.0)
     bar.close()
     assert capsys.readouterr().err == ""  # pytest's captured stderr is not a terminal
-    monkeypatch.setattr("riskrank_jax.progress.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("riskrank_jax.runtime.progress.stderr_is_terminal", lambda: True)
     assert list(progress_bar(range(3), enabled=True, desc="work")) == [0, 1, 2]
     assert "work" in capsys.readouterr().err
     assert list(progress_bar(range(2), enabled=False, desc="off")) == [0, 1]

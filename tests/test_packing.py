@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from riskrank_jax.packing import pack_rows, padded_tokens
+from riskrank_jax.encode.token_packing import pack_rows, padded_tokens
 
 
 def test_best_fit_decreasing_on_a_small_example():

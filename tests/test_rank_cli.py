@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import cli_invoker
-from riskrank_jax.cli import cli
+from riskrank_jax.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -36,14 +36,14 @@ def invoke(cache):
 
 @pytest.fixture(scope="module")
 def ranker(cache):
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.ranker import Ranker
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.rank.ranker import Ranker
 
     return Ranker.from_registry([MCP], cache=EmbeddingCache(cache))
 
 
 def test_default_hides_risky_tools_from_read_only_requests_but_not_from_destructive_ones(ranker):
-    from riskrank_jax.ranker import RankConfig
+    from riskrank_jax.rank.ranker import RankConfig
 
     zero = ranker.with_config(RankConfig(lam=0.0, alpha=ranker.config.alpha, first_stage="hybrid"))
     now = [sum(h.risky for h in hs) for hs in ranker.rank_queries(list(READ_ONLY), k=5)]

@@ -8,11 +8,11 @@ import zlib
 import numpy as np
 import pytest
 
-from riskrank_jax import hybrid
+from riskrank_jax.retrieve import hybrid
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.errors import RankerError
-from riskrank_jax.ranker import RankConfig, Ranker
-from riskrank_jax.retrievers import bm25_scores, dense_scores
+from riskrank_jax.rank.ranker import RankConfig, Ranker
+from riskrank_jax.retrieve.baselines import bm25_scores, dense_scores
 from riskrank_jax.scoring import level_to_score, rank_order
 
 
@@ -83,7 +83,7 @@ TOOLS = [
 
 
 def test_from_registry_records_and_min_score(tmp_path):
-    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
 
     r = Ranker.from_registry(TOOLS[:5], encoder=BowEncoder(), cache=EmbeddingCache(tmp_path),
                              config=RankConfig(lam=1.0, alpha=0.2, first_stage="hybrid"))
@@ -104,7 +104,7 @@ def test_from_registry_records_and_min_score(tmp_path):
 
 
 def test_from_registry_errors(tmp_path):
-    from riskrank_jax.embed_cache import EmbeddingCache
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.registry import EmptyRegistryError, RiskHeadError
 
     cache = EmbeddingCache(tmp_path)

@@ -11,9 +11,9 @@ from riskrank_jax.data.permissions import (
     permission_mask_words,
 )
 from riskrank_jax.registry import RiskHeadError, load_registry
-from riskrank_jax.registry.evaluate import auc, cross_val_scores, spearman
+from riskrank_jax.registry.risk_agreement import auc, cross_val_scores, spearman
 from riskrank_jax.registry.risk import RiskPolicy, assess_risk, keyword_floor
-from riskrank_jax.registry.risk_head import (
+from riskrank_jax.model.risk_head import (
     HeadConfig,
     RiskHead,
     default_head,

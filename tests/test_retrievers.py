@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax import retrievers as R
+from riskrank_jax.retrieve import baselines as R
 
 TOOLS = [
     "Send an email message to a recipient with a subject and body.",

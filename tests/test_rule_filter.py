@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from riskrank_jax.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
+from riskrank_jax.rank.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
 
 
 def test_hand_case():

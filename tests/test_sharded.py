@@ -15,8 +15,8 @@ import pytest
 SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
-    from riskrank_jax import model
-    from riskrank_jax.sharded import Scorer, shard_registry, sharded_topk, tool_mesh, per_device_bytes
+    from riskrank_jax.model import heads as model
+    from riskrank_jax.rank.sharded import Scorer, shard_registry, sharded_topk, tool_mesh, per_device_bytes
     assert len(jax.devices()) == 4, jax.devices()
     rng = np.random.default_rng(0)
     n, d, q, k = 1001, 16, 7, 12
@@ -79,7 +79,7 @@ def test_per_device_memory_is_a_shard(result):
 def test_bad_inputs():
     import jax
 
-    from riskrank_jax.sharded import Scorer, shard_registry, sharded_topk, tool_mesh
+    from riskrank_jax.rank.sharded import Scorer, shard_registry, sharded_topk, tool_mesh
 
     with pytest.raises(ValueError, match="kind"):
         Scorer("bm25")

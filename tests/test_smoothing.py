@@ -10,10 +10,10 @@ import jraph
 import numpy as np
 import pytest
 
-from riskrank_jax import smoothing
+from riskrank_jax.graph import smoothing
 from riskrank_jax.data.permissions import permission_mask
-from riskrank_jax.graph import build_fold_graphs, build_tool_graph, with_edge_types
-from riskrank_jax.smoothing import (candidate_subgraphs, smooth_candidates, smooth_candidates_dense, smooth_full,
+from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, with_edge_types
+from riskrank_jax.graph.smoothing import (candidate_subgraphs, smooth_candidates, smooth_candidates_dense, smooth_full,
                                     smooth_full_dense, smooth_full_folds, stack_graphs)
 
 TOL = 1e-5

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from riskrank_jax.graph import build_tool_graph
-from riskrank_jax.smoothing import candidate_subgraphs
+from riskrank_jax.graph.tool_graph import build_tool_graph
+from riskrank_jax.graph.smoothing import candidate_subgraphs
 from riskrank_jax.experiments.throughput import random_scores, smoothing_throughput, top_candidates
 
 N, Q, C, D = 200, 50, 20, 16

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from riskrank_jax import model
-from riskrank_jax.train import (TrainConfig, build_triplets, lambda_run_from_plain, model_index,
+from riskrank_jax.model import heads as model
+from riskrank_jax.model.train import (TrainConfig, build_triplets, lambda_run_from_plain, model_index,
                                 plain_config, train_models)
 
 N_TOOLS, N_Q, DIM, N_FOLDS = 60, 40, 16, 2
@@ -209,7 +209,7 @@ _SHARDED_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     sys.path.insert(0, {tests!r})
     from test_train import DATA, CFG
-    from riskrank_jax.train import train_models
+    from riskrank_jax.model.train import train_models
     assert len(jax.devices()) == 4, jax.devices()
     res = train_models(*DATA, (1, 2, 3), CFG, folds=(1,), progress=False)
     out = {{"W1": np.asarray(res.params["rel"]["W1"]).tolist(), "V2": np.asarray(res.params["risk"]["V2"]).tolist(),

@@ -6,10 +6,11 @@ import jax
 import numpy as np
 import pytest
 
-from riskrank_jax import metrics, rerank
-from riskrank_jax.model_groups import group_size, plan_groups
+from riskrank_jax import metrics
+from riskrank_jax.model import rerank
+from riskrank_jax.model.groups import group_size, plan_groups
 from riskrank_jax.scoring import top_order
-from riskrank_jax.train import TrainConfig, model_bytes, train_models
+from riskrank_jax.model.train import TrainConfig, model_bytes, train_models
 from tests.test_beyond import _synthetic_registry
 from tests.test_train import DATA
 
@@ -77,7 +78,7 @@ def test_map_models_equals_vmap():
     import jax
     import jax.numpy as jnp
 
-    from riskrank_jax.model_groups import map_models
+    from riskrank_jax.model.groups import map_models
 
     def fn(w, x, b):  # one model: w [3, 4], shared x [5, 3], b [4]
         return jnp.tanh(x @ w + b).sum(0), (w * 2.0).max()

@@ -1,7 +1,7 @@
 """Experiment orchestration: the declared variants, the sweep over them, its report and throughput measurement.
 
     riskrank_jax.experiments.variants    every evaluated variant as a ``Variant`` record (the one list)
-    riskrank_jax.experiments.sweep       ``python -m riskrank_jax.sweep``: train, build graphs, evaluate, report
+    riskrank_jax.experiments.run       ``python -m riskrank_jax.sweep``: train, build graphs, evaluate, report
     riskrank_jax.experiments.evaluate    rankings and metrics of variants on one split (seeds x λ at once)
     riskrank_jax.experiments.stages      embedding, training runs, timed stages with peak memory
     riskrank_jax.experiments.report      results.json and tables.md (calls figures)

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax import metrics, rerank, retrievers
-from riskrank_jax.budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
+from riskrank_jax import metrics
+from riskrank_jax.model import rerank
+from riskrank_jax.retrieve import baselines as retrievers
+from riskrank_jax.rank.risk_budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
 from riskrank_jax.experiments.evaluate import rank_slices
-from riskrank_jax.hybrid import choose_weights, fuse
-from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.retrieve.hybrid import choose_weights, fuse
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
 BUDGET_FAMILIES = {"hybrid_risk": "hybrid", "rerank_risk": "rerank"}  # budget row -> relevance it penalises
 

@@ -26,10 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax import pipeline as P
-from riskrank_jax import rerank, retrievers, smoothing
-from riskrank_jax.graph import with_edge_types
-from riskrank_jax.hybrid import fuse
+from riskrank_jax.rank import stacked as P
+from riskrank_jax.model import rerank
+from riskrank_jax.retrieve import baselines as retrievers
+from riskrank_jax.graph import smoothing
+from riskrank_jax.graph.tool_graph import with_edge_types
+from riskrank_jax.retrieve.hybrid import fuse
 from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...

@@ -33,7 +33,7 @@ import os
 import sys
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from riskrank_jax.cpus import split_cpus, usable_cpus
+from riskrank_jax.runtime.cpus import split_cpus, usable_cpus
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -20,8 +20,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from riskrank_jax.embed_cache import embed_texts
-from riskrank_jax.train import lambda_run_from_plain, train_models
+from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.model.train import lambda_run_from_plain, train_models
 
 
 def peak_rss_mb() -> float:

@@ -42,8 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from riskrank_jax.graph import ToolGraph
-from riskrank_jax.smoothing import (candidate_subgraphs, induced_adjacency, smooth_candidates,
+from riskrank_jax.graph.tool_graph import ToolGraph
+from riskrank_jax.graph.smoothing import (candidate_subgraphs, induced_adjacency, smooth_candidates,
                                     smooth_candidates_dense, smooth_candidates_dense_kernel, smooth_full,
                                     smooth_full_dense, smooth_full_dense_kernel, smooth_padded_kernel)
 

@@ -26,9 +26,9 @@ import click
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.registry.evaluate import compare_sources, cross_val_scores
+from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
 from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS
-from riskrank_jax.registry.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
 from riskrank_jax.scoring import is_risky
 
 BENCHMARK_ORDER = ("demo", "ultratool", "sealtools")
@@ -206,8 +206,8 @@ def load_sets(data_dir=None, embed: Callable[[list[str]], np.ndarray] | None = N
 
 def default_embed(cache_dir=None, encoder=None) -> Callable[[list[str]], np.ndarray]:
     """texts -> embeddings with the (default) encoder through the embedding cache; `.model_id` names it."""
-    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encode.encoder import load_encoder
 
     enc, cache = load_encoder(encoder), EmbeddingCache(cache_dir)
 

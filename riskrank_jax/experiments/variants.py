@@ -6,7 +6,7 @@ needs, which tables it appears in and which row of the paper it reproduces (with
 The sweep, the report and the tests read ``VARIANTS``; adding a variant (or a training run it needs)
 touches only this file.
 
-The scoring stages are the ``Ranker``'s (``riskrank_jax.ranker``): ``Variant.rank_config`` gives the
+The scoring stages are the ``Ranker``'s (``riskrank_jax.rank.ranker``): ``Variant.rank_config`` gives the
 ``RankConfig`` a deployed ``Ranker`` of the variant would use.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from riskrank_jax.graph import EDGE_TYPES
-from riskrank_jax.ranker import RankConfig
-from riskrank_jax.rerank import RerankConfig
-from riskrank_jax.train import RiskHeadConfig, TrainConfig
+from riskrank_jax.graph.tool_graph import EDGE_TYPES
+from riskrank_jax.rank.ranker import RankConfig
+from riskrank_jax.model.rerank import RerankConfig
+from riskrank_jax.model.train import RiskHeadConfig, TrainConfig
 
 # ---------------------------------------------------------------------------------------------- training
 
@@ -57,8 +57,8 @@ class Variant:
     """One row of the experiments.
 
     relevance: "head" (the ``train`` run's f_rel), "dense" (frozen-encoder cosine), "bm25", "hybrid" (BM25 and
-      cosine fused per query: ``riskrank_jax.hybrid``, weight chosen on each fold's training queries) or
-      "rerank" (the correction reranker of ``riskrank_jax.rerank`` on top of the hybrid first stage).
+      cosine fused per query: ``riskrank_jax.retrieve.hybrid``, weight chosen on each fold's training queries) or
+      "rerank" (the correction reranker of ``riskrank_jax.model.rerank`` on top of the hybrid first stage).
     tool_text: what a tool's text is: "description" (the paper's) or "named" (its name split into words, then
       the description — what ``riskrank-jax rank`` embeds for your own tools).
     first_stage: where candidate mode takes its candidates and the order of the rest of the pool: "dense" (the

@@ -5,10 +5,10 @@
     reg.names, reg.texts, reg.declared_risk, reg.annotations, reg.warnings, reg.fingerprint()
 
 Risk assessment (`assess_risk`) lives in `riskrank_jax.registry.risk`; the learned risk head in
-`riskrank_jax.registry.risk_head`. See docs/registry.md.
+`riskrank_jax.model.risk_head`. See docs/registry.md.
 """
 
-from riskrank_jax.registry.errors import (
+from riskrank_jax.errors import (
     DuplicateToolError,
     EmptyRegistryError,
     MalformedJSONError,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from riskrank_jax.registry.errors import ToolSpecError, UnknownFormatError
+from riskrank_jax.errors import ToolSpecError, UnknownFormatError
 from riskrank_jax.registry.formats import Entry, accepted_formats_text, entry_format, json_kind
 from riskrank_jax.registry.tool import ANNOTATION_DEFAULTS, Annotations, Tool
 

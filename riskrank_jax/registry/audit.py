@@ -11,7 +11,7 @@ import numpy as np
 
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
-from riskrank_jax.registry.risk_head import RiskHead, default_head
+from riskrank_jax.model.risk_head import RiskHead, default_head
 
 CSV_FIELDS = ("name", "risk", "risk_source", "learned", "categories", "annotations", "format", "source", "file",
               "line", "warnings")
@@ -19,7 +19,7 @@ CSV_FIELDS = ("name", "risk", "risk_source", "learned", "categories", "annotatio
 
 def head_scores(registry: Registry, encoder, cache, head: RiskHead | None = None) -> np.ndarray:
     """f_risk [N] of the registry's tool texts (embedded with `encoder`, cached by text)."""
-    from riskrank_jax.embed_cache import embed_texts
+    from riskrank_jax.encode.embedding_cache import embed_texts
 
     head = head or default_head()
     head.check_encoder(encoder.model_id, int(encoder.dim))

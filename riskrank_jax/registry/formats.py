@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from riskrank_jax.registry.errors import UnknownFormatError
+from riskrank_jax.errors import UnknownFormatError
 from riskrank_jax.registry.jsontext import line_of
 
 ACCEPTED_FORMATS = (

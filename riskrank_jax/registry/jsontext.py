@@ -14,7 +14,7 @@ import json.scanner
 import re
 from pathlib import Path
 
-from riskrank_jax.registry.errors import EmptyRegistryError, MalformedJSONError
+from riskrank_jax.errors import EmptyRegistryError, MalformedJSONError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 

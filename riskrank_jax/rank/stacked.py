@@ -23,12 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax import model as model_lib
-from riskrank_jax import smoothing
-from riskrank_jax.rule_filter import rule_filter
+from riskrank_jax.model import heads as model_lib
+from riskrank_jax.graph import smoothing
+from riskrank_jax.rank.rule_filter import rule_filter
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.scoring import rank_order
 
-DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of scoring intermediates (1 GiB)
 MAX_QUERY_CHUNK = 256  # queries per step of relevance_full's lax.map
 
 

@@ -1,6 +1,6 @@
 """A stand-alone risk head f_risk(t) = sigmoid(V2 · relu(V1 · E(t) + c1) + c2) for user registries.
 
-It is the dual-head model's risk head (riskrank_jax.model.risk) trained on tool texts alone: mean squared
+It is the dual-head model's risk head (riskrank_jax.model.heads.risk) trained on tool texts alone: mean squared
 error to (r − 1)/4 over a labelled tool set. The package ships one trained on the embedded demo
 benchmark's labels over all-MiniLM-L6-v2 embeddings of `tool_text` (`default_head()`);
 `riskrank-jax fit-risk` trains one on any labelled registry.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from riskrank_jax.registry.errors import RiskHeadError
+from riskrank_jax.errors import RiskHeadError
 
 HEAD_FORMAT = "riskrank-risk-head-v1"
 TEXT_VERSION = "tool_text-v1"  # bump when tool_text changes: heads trained on other texts are then refused
@@ -50,7 +50,7 @@ def predict(params: dict, emb) -> np.ndarray:
     """float32 [N] in (0, 1) for embeddings [N, d]; (r − 1)/4 is the training target."""
     import jax.numpy as jnp
 
-    from riskrank_jax import model as model_lib
+    from riskrank_jax.model import heads as model_lib
 
     return np.asarray(model_lib.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
@@ -61,8 +61,8 @@ def _train_program(n: int, dim: int, config: HeadConfig):
     import jax.numpy as jnp
     import optax
 
-    from riskrank_jax import model as model_lib
-    from riskrank_jax.minibatch import minibatch_epochs
+    from riskrank_jax.model import heads as model_lib
+    from riskrank_jax.model.minibatch import minibatch_epochs
 
     batch = min(config.batch_size, n)
     opt = optax.adamw(config.lr, weight_decay=config.weight_decay)
@@ -162,7 +162,7 @@ class RiskHead:
 
 
 def default_head_path() -> Path:
-    return Path(str(resources.files("riskrank_jax.registry") / DEFAULT_HEAD_FILE))
+    return Path(str(resources.files("riskrank_jax.model") / DEFAULT_HEAD_FILE))
 
 
 def default_head() -> RiskHead:

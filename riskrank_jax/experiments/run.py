@@ -21,14 +21,14 @@ import click
 import jax
 import numpy as np
 
-from riskrank_jax import compile_cache
-from riskrank_jax import graph as graph_lib
-from riskrank_jax import model as model_lib
-from riskrank_jax.cli_options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
+from riskrank_jax.runtime import compile_cache
+from riskrank_jax.graph import tool_graph as graph_lib
+from riskrank_jax.model import heads as model_lib
+from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
                                       seeds_option)
 from riskrank_jax.data import load_benchmark
-from riskrank_jax.embed_cache import EmbeddingCache
-from riskrank_jax.encoder import load_encoder_lazily
+from riskrank_jax.encode.embedding_cache import EmbeddingCache
+from riskrank_jax.encode.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.jobs import default_jobs, run_in_workers
@@ -41,9 +41,9 @@ from riskrank_jax.experiments.stages import (StageLog, embed_all, short_hash, tr
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR, default_checkpoint_dir, resolve_cache_dir, resolve_runs_dir
-from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
-from riskrank_jax.rerank import RerankConfig
-from riskrank_jax.train import RiskHeadConfig, TrainConfig, plain_config, train_risk_heads
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.model.rerank import RerankConfig
+from riskrank_jax.model.train import RiskHeadConfig, TrainConfig, plain_config, train_risk_heads
 
 ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
 BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")

@@ -33,7 +33,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from riskrank_jax.encoder import check_texts
+from riskrank_jax.encode.encoder import check_texts
 from riskrank_jax.errors import CacheError, RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
 
@@ -43,7 +43,7 @@ _SHARD_FIELDS = {"format", "model_id", "keys", "vectors", "checksum"}
 
 
 class TextEncoder(Protocol):
-    """What `embed_texts` needs from an encoder (riskrank_jax.encoder.Encoder, or a test double)."""
+    """What `embed_texts` needs from an encoder (riskrank_jax.encode.encoder.Encoder, or a test double)."""
 
     model_id: str
     dim: int

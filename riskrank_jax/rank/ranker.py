@@ -38,11 +38,14 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax import model as model_lib
-from riskrank_jax import hybrid, pipeline, retrievers, smoothing
+from riskrank_jax.model import heads as model_lib
+from riskrank_jax.retrieve import hybrid
+from riskrank_jax.rank import stacked as pipeline
+from riskrank_jax.retrieve import baselines as retrievers
+from riskrank_jax.graph import smoothing
 from riskrank_jax.data.permissions import permission_mask
 from riskrank_jax.errors import RankerError
-from riskrank_jax.graph import ToolGraph, build_tool_graph
+from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.scoring import level_to_score, penalise, rank_order
 
 FORMAT = "riskrank-jax/ranker"
@@ -284,12 +287,12 @@ class Ranker:
         when config.alpha > 0, builds the graph from semantic and permission edges. ``config`` defaults to
         ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
         """
-        from riskrank_jax.embed_cache import EmbeddingCache
-        from riskrank_jax.encoder import load_encoder
+        from riskrank_jax.encode.embedding_cache import EmbeddingCache
+        from riskrank_jax.encode.encoder import load_encoder
         from riskrank_jax.registry import Registry, load_registry
-        from riskrank_jax.registry.ranking_inputs import registry_inputs, zero_shot_graph
+        from riskrank_jax.rank.registry_inputs import registry_inputs, zero_shot_graph
         from riskrank_jax.registry.risk import RiskPolicy
-        from riskrank_jax.registry.risk_head import RiskHead
+        from riskrank_jax.model.risk_head import RiskHead
 
         config = DEFAULT_REGISTRY_CONFIG if config is None else config
         encoder = load_encoder() if encoder is None else encoder
@@ -394,7 +397,7 @@ class Ranker:
         this ranker was built with it."""
         if self.encoder is not None:
             return self.encoder
-        from riskrank_jax.encoder import DEFAULT_MODEL_NAME, load_encoder
+        from riskrank_jax.encode.encoder import DEFAULT_MODEL_NAME, load_encoder
 
         if self.encoder_id != DEFAULT_MODEL_NAME:
             raise RankerError(f"this ranker was built with encoder {self.encoder_id!r}; pass that encoder "
@@ -412,7 +415,7 @@ class Ranker:
         """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
         relevance, risk level, risk source, rank), best first; hits scoring below ``min_score`` are left out.
         Queries are embedded without the disk cache (each call encodes them afresh)."""
-        from riskrank_jax.hits import make_hits
+        from riskrank_jax.rank.tool_hits import make_hits
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_queries(queries)

@@ -11,7 +11,7 @@ Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are
 
     Â = D^-1/2 A D^-1/2,   P = S Âᵀ,   H1 = (1 - α) S + α P,   out = (S + H1) / 2
 
-P is computed as message passing over in-neighbour lists (``riskrank_jax.neighbours``): nodes are
+P is computed as message passing over in-neighbour lists (``riskrank_jax.graph.neighbours``): nodes are
 bucketed by in-degree into padded widths, every node i sums Â_ij · S[:, j] over its padded list, and
 queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
 neighbour is one contiguous row in cache), and blocks are propagated in chunks of about 2 MiB, one call of one
@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax.graph import ToolGraph
-from riskrank_jax.neighbours import bucket_weights, neighbour_layout, propagate_bucket_rows
+from riskrank_jax.graph.tool_graph import ToolGraph
+from riskrank_jax.graph.neighbours import bucket_weights, neighbour_layout, propagate_bucket_rows
 
 _MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
 _BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.logs import quiet_library_loggers
+from riskrank_jax.runtime.logs import quiet_library_loggers
 from riskrank_jax.scoring import rank_order
 
 __all__ = ["bm25_scores", "Bm25Index", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking",

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from riskrank_jax.cli_options import (
+from riskrank_jax.cli.options import (
     cache_dir_option,
     encoder_option,
     expand_multi_value_options,
@@ -84,7 +84,8 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
     """The metrics of docs/metrics.md for a retrieval baseline (BM25 or frozen-encoder cosine) on the test split(s)."""
     import numpy as np
 
-    from riskrank_jax import metrics, retrievers
+    from riskrank_jax import metrics
+    from riskrank_jax.retrieve import baselines as retrievers
     from riskrank_jax.data import load_benchmark
 
     bench = load_benchmark(benchmark, data_dir)
@@ -93,8 +94,8 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
         if retriever == "bm25":
             scores = retrievers.bm25_scores(list(bench.tools.descriptions), list(qs.texts))
         else:
-            from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-            from riskrank_jax.encoder import load_encoder
+            from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+            from riskrank_jax.encode.encoder import load_encoder
 
             enc = load_encoder(encoder)
             cache = EmbeddingCache(cache_dir)
@@ -123,8 +124,8 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
 def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
     """Precompute and cache the embedding of every tool and query text of a benchmark."""
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts_with_stats
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
+    from riskrank_jax.encode.encoder import load_encoder
 
     bench = load_benchmark(benchmark, data_dir)
     enc = load_encoder(encoder)
@@ -167,11 +168,11 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     import numpy as np
 
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments.stages import embed_all, train_run
     from riskrank_jax.paths import default_checkpoint_dir
-    from riskrank_jax.train import TrainConfig
+    from riskrank_jax.model.train import TrainConfig
 
     bench = load_benchmark(benchmark, data_dir)
     enc = load_encoder(encoder)
@@ -207,10 +208,10 @@ def graph():
               help='Print one JSON object: {"benchmark", "protocol", "graphs": [one entry per graph, with its "fold"]}.')
 def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
     """Nodes, edges per type and in total, tools with a neighbour, perm_level ≥ 2 tools."""
-    from riskrank_jax import graph as graph_lib
+    from riskrank_jax.graph import tool_graph as graph_lib
     from riskrank_jax.data import load_benchmark
-    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encode.encoder import load_encoder
 
     bench = load_benchmark(benchmark, data_dir)
     t_emb = embed_texts(load_encoder(encoder), list(bench.tools.descriptions), EmbeddingCache(cache_dir))
@@ -248,12 +249,12 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
     file become source/name). Risk: a declared `risk` first, else the learned risk head raised by
     permission keywords and MCP destructiveHint (see docs/registry.md).
     """
-    from riskrank_jax.embed_cache import EmbeddingCache
-    from riskrank_jax.encoder import load_encoder
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.registry import audit as audit_lib
     from riskrank_jax.registry import load_registry
     from riskrank_jax.registry.risk import RiskPolicy
-    from riskrank_jax.registry.risk_head import RiskHead
+    from riskrank_jax.model.risk_head import RiskHead
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
@@ -298,11 +299,11 @@ def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_di
     """Train a risk head on a labelled registry (FILE... with `risk` on every tool) or a benchmark's labels."""
     import numpy as np
 
-    from riskrank_jax.embed_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encoder import load_encoder
-    from riskrank_jax.registry.evaluate import cross_val_scores, score_report
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.registry.risk_agreement import cross_val_scores, score_report
     from riskrank_jax.registry.labelled import benchmark_tools, registry_tools
-    from riskrank_jax.registry.risk_head import HeadConfig, RiskHead, train_risk_head
+    from riskrank_jax.model.risk_head import HeadConfig, RiskHead, train_risk_head
 
     if bool(files) == bool(benchmark):
         raise click.UsageError("give either FILE... or --benchmark NAME")
@@ -323,7 +324,7 @@ def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_di
     click.echo(f"  trained {cfg.epochs} epochs (final MSE {losses[-1]:.5f}); saved {head.save(out_path)}")
 
 
-from riskrank_jax.cli_rank import fit_command, rank_command  # noqa: E402  (commands defined in their own module)
+from riskrank_jax.cli.rank import fit_command, rank_command  # noqa: E402  (commands defined in their own module)
 
 cli.add_command(rank_command)
 cli.add_command(fit_command)

@@ -51,14 +51,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from riskrank_jax import checkpoints as ckpt
-from riskrank_jax import model as rr_model
-from riskrank_jax.minibatch import minibatch_epochs
-from riskrank_jax.model_groups import map_models, plan_groups
-from riskrank_jax.pipeline import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.model import checkpoints as ckpt
+from riskrank_jax.model import heads as rr_model
+from riskrank_jax.model.minibatch import minibatch_epochs
+from riskrank_jax.model.groups import map_models, plan_groups
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.errors import CacheError
 from riskrank_jax.scoring import level_to_score, penalise
-from riskrank_jax.progress import progress_bar
+from riskrank_jax.runtime.progress import progress_bar
 
 NEGATIVES = ("uniform", "hard", "mixed")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from riskrank_jax.registry.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
 from riskrank_jax.scoring import RISK_THRESHOLD
 
 HIGH_RISK = RISK_THRESHOLD  # r >= 3 counts as high risk (as in the metrics' RVR)
@@ -64,7 +64,7 @@ def compare_sources(learned, texts, risk, floors: dict | None = None) -> dict:
     """
     from riskrank_jax.data.permissions import permission_mask, permission_mask_words
     from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
-    from riskrank_jax.registry.risk_head import levels_from_scores
+    from riskrank_jax.model.risk_head import levels_from_scores
 
     floors = DEFAULT_KEYWORD_FLOORS if floors is None else floors
     f = np.asarray(learned, np.float64)

@@ -4,7 +4,7 @@ tools the risk penalty (or the rule filter) held back.
     report = explain_query(ranker, "delete the branch feature-x", k=5)     # a JSON-able dict
     print(to_text(report))
 
-Stages (see `riskrank_jax.ranker`): first stage (cosine, BM25 or their hybrid fusion) -> head f_rel (when
+Stages (see `riskrank_jax.rank.ranker`): first stage (cosine, BM25 or their hybrid fusion) -> head f_rel (when
 the ranker has one) -> −λ·risk -> graph smoothing -> rule filter. "Held back" = risky tools (r ≥ 3) that
 are in the top-k at λ = 0 with everything else unchanged, but not in the top-k now.
 """
@@ -54,7 +54,7 @@ def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> l
 
 def explain_query(ranker, query: str, k: int | None = None) -> dict:
     """{"query", "config", "tools": per returned tool the stages, "held_back": risky tools held back}."""
-    from riskrank_jax.ranker import check_queries
+    from riskrank_jax.rank.ranker import check_queries
 
     check_queries([query])
     k = ranker.config.k if k is None else int(k)

@@ -22,9 +22,9 @@ import numpy as np
 from riskrank_jax import metrics
 from riskrank_jax.data.permissions import permission_mask_words
 from riskrank_jax.errors import DataError
-from riskrank_jax.graph import build_tool_graph
-from riskrank_jax.query_log import read_query_log
-from riskrank_jax.ranker import RankConfig, Ranker
+from riskrank_jax.graph.tool_graph import build_tool_graph
+from riskrank_jax.rank.query_log import read_query_log
+from riskrank_jax.rank.ranker import RankConfig, Ranker
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _ndcg(ranker: Ranker, q_emb, texts, gold, k: int) -> float:
 
 
 def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig):
-    from riskrank_jax.train import TrainConfig, train_models
+    from riskrank_jax.model.train import TrainConfig, train_models
 
     return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], tuple(seeds),
                         TrainConfig(epochs=cfg.epochs), progress=False)
@@ -65,7 +65,7 @@ def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig):
 def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig = FitConfig(),
                zero_shot_config: RankConfig | None = None, risk_head=None, trust_annotations: bool = False):
     """(Ranker, report dict) — see the module docstring. Raises DataError for a bad or too short log."""
-    from riskrank_jax.embed_cache import embed_texts
+    from riskrank_jax.encode.embedding_cache import embed_texts
 
     zero = Ranker.from_registry(files, encoder=encoder, cache=cache, config=zero_shot_config,
                                 risk_head=risk_head, trust_annotations=trust_annotations)
