@@ -33,7 +33,7 @@ from riskrank_jax.graph.tool_graph import build_fold_graphs  # noqa: E402
 from riskrank_jax.rank.rule_filter import rule_filter  # noqa: E402
 from riskrank_jax.experiments.throughput import timeit  # noqa: E402
 from riskrank_jax.graph.smoothing import smooth_candidates, smooth_full, smooth_full_folds  # noqa: E402
-from riskrank_jax.model.train import TrainConfig, train_models  # noqa: E402
+from riskrank_jax.model.train import TrainConfig, TrainRun, train_models  # noqa: E402
 
 TOL = {"smoothing": 1e-5, "scoring": 1e-5, "training_loss": 1e-3}
 
@@ -87,7 +87,7 @@ def correctness(acc, cpu, x, train_sizes):
     cfg = TrainConfig(epochs=1)
     fold_mask = np.stack([np.arange(n_q) % 2 != f for f in range(2)])
     fn = lambda: train_models(x["t"][:n_t], x["q"][:n_q], x["gold"][:n_q] % n_t, x["risk"][:n_t], fold_mask,  # noqa
-                              (1, 2, 3), cfg, progress=False).heldout_loss
+                              cfg, TrainRun((1, 2, 3), progress=False)).heldout_loss
     out["train_heldout_loss"] = float(np.abs(on(acc, fn) - on(cpu, fn)).max())
     out["pass"] = bool(max(out[k] for k in cases) <= TOL["smoothing"]
                        and max(out["relevance_full_concat"], out["relevance_full_interact"]) <= TOL["scoring"]

@@ -32,10 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _config(args):
     from riskrank_jax.cli.options import parse_bytes
-    from riskrank_jax.experiments.run import SweepConfig
+    from riskrank_jax.experiments.config import default_config, with_overrides
 
-    return SweepConfig(benchmark=args.benchmark, epochs=args.epochs, memory_budget=parse_bytes(args.memory_budget),
-                       smoothing_benchmark=False)
+    return with_overrides(default_config(args.benchmark), {
+        "train.epochs": args.epochs, "risk_head.epochs": 3 * args.epochs,
+        "runtime.memory_budget": parse_bytes(args.memory_budget), "eval.smoothing_benchmark": False})
 
 
 def _inputs(args):
@@ -66,7 +67,7 @@ def prepare(args) -> None:
     from riskrank_jax.experiments.run import risk_only_scores
     from riskrank_jax.experiments.variants import TRAINING_RUNS
     from riskrank_jax.model.rerank import RerankConfig
-    from riskrank_jax.model.train import RiskHeadConfig
+    from riskrank_jax.model.risk_head import RiskHeadConfig
 
     cfg = _config(args)
     bench, emb = _inputs(args)
@@ -74,7 +75,7 @@ def prepare(args) -> None:
     runs = {}
     with tempfile.TemporaryDirectory() as ckpt:
         for name, run in TRAINING_RUNS.items():
-            run_cfg = run.make(cfg.epochs, tuple(cfg.lambdas), bench.tools.size)
+            run_cfg = run.make(cfg, bench.tools.size)
             if isinstance(run_cfg, RerankConfig):
                 small = dataclasses.replace(run_cfg, steps=args.rerank_steps, eval_every=args.rerank_steps)
                 runs[name] = beyond.fit_rerankers(bench, emb, fs, cfg.seeds, small)

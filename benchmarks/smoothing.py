@@ -1,4 +1,4 @@
-"""Smoothing throughput: neighbour lists (smooth_full) vs the former segment sum vs scipy.sparse vs dense matmul.
+"""Smoothing throughput: neighbour lists (smooth_full) vs a segment sum vs scipy.sparse vs dense matmul.
 
     PYTHONPATH=. python benchmarks/smoothing.py [--embeddings minilm|bow] [--repeats 5]
 
@@ -7,10 +7,13 @@ Cases (real pools when the datasets are found, else random graphs of the same si
              all 5 fold graphs at once (smooth_full_folds, each query on its own fold's graph)
   full-pool  Seal-Tools   700 x 4,076  (co-occurrence from the training split)
   candidates UltraTool  1,000 queries x top-100 candidates (by query-tool cosine), per-query induced subgraph
-Embeddings: all-MiniLM-L6-v2 via riskrank_jax.encode.encoder / embed_cache (default encoder, default disk cache;
+Embeddings: all-MiniLM-L6-v2 via riskrank_jax.encode.encoder / embedding_cache (default encoder, default disk cache;
 the sweep's embeddings), or a hashed bag-of-words of the text (512-d, no model needed) with ``--embeddings bow``.
 Scores are query-tool cosines of those embeddings.
 
+The segment sum over an [E, Q] message buffer (``smooth_full_segment_sum``, defined here: the package does
+not use it) is the alternative the neighbour lists replace; the dense peer is throughput's
+``smooth_full_dense_kernel``; "prepared graph" is ``smooth_full`` on ``prepare_graph(g)`` (what a Ranker calls).
 Cost model, paths and timing: see riskrank_jax/experiments/throughput.py (this script only builds the cases and prints
 the measurements of riskrank_jax.experiments.throughput.measure_full / measure_candidates, plus the dense path with A copied
 to the device every call).  Full pool: every path is timed in one interleaved loop (round r times each path once), reporting the
@@ -35,8 +38,39 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, stats
-from riskrank_jax.graph.smoothing import smooth_full, smooth_full_folds, smooth_full_segment_sum, stack_graphs
-from riskrank_jax.experiments.throughput import cost_full, measure_candidates, scipy_a_hat, scipy_full
+from riskrank_jax.graph.smoothing import (combine, normalized_edge_weights, prepare_graph, smooth_full,
+                                          smooth_full_folds, stack_graphs)
+from riskrank_jax.experiments.throughput import (cost_full, measure_candidates, scipy_a_hat, scipy_full,
+                                                 smooth_full_dense_kernel)
+
+MSG_BUDGET = 1 << 24  # float32 entries of the segment sum's [E, chunk] message buffer
+
+
+@jax.jit
+def _segment_sum_jit(scores, senders, receivers, weights, alpha):
+    """scores [Q, N] -> [(A,) Q, N]: P = S Âᵀ as a segment sum of [E, c] messages, c queries per lax.map step."""
+    q, n = scores.shape
+    norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
+    n_chunks = int(max(1, -(-q * max(senders.shape[0], 1) // MSG_BUDGET)))
+    chunk = -(-q // n_chunks)
+    n_chunks = -(-q // chunk)
+    x = jnp.pad(scores, [(0, n_chunks * chunk - q), (0, 0)]).reshape(n_chunks, chunk, n)
+
+    def propagate(s):  # [c, N] -> [c, N]
+        msg = s.T[senders] * norm_w[:, None]  # [E, c]
+        return jax.ops.segment_sum(msg, receivers, num_segments=n).T
+
+    p = jax.lax.map(propagate, x).reshape(n_chunks * chunk, n)[:q]
+    return combine(scores, p, alpha)
+
+
+def smooth_full_segment_sum(scores, graph, alpha):
+    """``smooth_full`` as a segment sum over an [E, Q] message buffer: scores [Q, N], a ToolGraph or its
+    GraphsTuple -> [(A,) Q, N]."""
+    g = graph.graph if hasattr(graph, "graph") else graph
+    scores = jnp.asarray(scores)
+    return _segment_sum_jit(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
+                            jnp.asarray(alpha, scores.dtype))
 
 
 def bow_embed(texts, d=512):
@@ -111,13 +145,6 @@ def interleaved(paths: dict, repeats: int) -> dict:
     return {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in runs.items()}
 
 
-@jax.jit
-def _dense_jit(s, a):
-    deg = a.sum(-1)
-    dinv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.where(deg > 0, deg, 1.0)), 0.0)
-    return 0.5 * (s + 0.8 * s + 0.2 * (s @ (a * dinv[:, None] * dinv[None, :]).T))
-
-
 def full_paths(g, scores, folds, qf):
     """Timed callables of every full-pool path; all device inputs prepared outside the timed call."""
     s = jnp.asarray(scores, jnp.float32)
@@ -126,10 +153,13 @@ def full_paths(g, scores, folds, qf):
     gd = g.graph._replace(senders=jnp.asarray(g.senders), receivers=jnp.asarray(g.receivers),
                           edges=jnp.asarray(g.weights))
     dense = jnp.asarray(g.dense)
+    prepared = prepare_graph(g)
+    alpha = jnp.float32(0.2)
     paths = {"scipy.sparse dense @ csr": lambda: scipy_full(s_np, a_hat_t),
              "smooth_full (neighbour lists)": lambda: smooth_full(s, g, 0.2),
-             "former segment sum [E, Q]": lambda: smooth_full_segment_sum(s, gd, 0.2),
-             "dense matmul (A on device)": lambda: _dense_jit(s, dense)}
+             "smooth_full (prepared graph)": lambda: smooth_full(s, prepared, 0.2),
+             "segment sum [E, Q]": lambda: smooth_full_segment_sum(s, gd, 0.2),
+             "dense matmul (A on device)": lambda: smooth_full_dense_kernel(s, dense, alpha)}
     if folds is not None:
         fg = stack_graphs(folds)
         a_t = [scipy_a_hat(f.to_scipy().astype(np.float32)).T.tocsr() for f in folds]

@@ -66,6 +66,7 @@ def main() -> None:
     from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments import beyond
     from riskrank_jax.experiments.stages import embed_all, train_run
+    from riskrank_jax.experiments.config import default_config, with_overrides
     from riskrank_jax.experiments.variants import TRAINING_RUNS
 
     budget = parse_bytes(args.memory_budget)
@@ -77,7 +78,9 @@ def main() -> None:
         del encoder
         gc.collect()
     run = TRAINING_RUNS[args.stage]
-    cfg = run.make(args.epochs, (0.0, 0.05, 0.1, 0.2), bench.tools.size)
+    sweep_cfg = with_overrides(default_config(args.benchmark), {"train.epochs": args.epochs,
+                                                               "risk_head.epochs": 3 * args.epochs})
+    cfg = run.make(sweep_cfg, bench.tools.size)
     seeds = (42, 123, 777)
     extra = {}
     if args.stage == "rerank":

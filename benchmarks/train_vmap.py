@@ -12,7 +12,7 @@ random unit vectors of the same shapes (N=2032, 1000 queries, d=384, 5 folds, ~2
     python benchmarks/train_vmap.py [--epochs 10] [--random] [--no-warm]
 
 Measured on the 2-core CPU box (real UltraTool + all-MiniLM-L6-v2, 10 epochs, ~8,580 triplets/model), quiet,
-2026-11-30. On one CPU device the run's program maps the model axis with ``lax.map`` (``model_groups.map_models``;
+2026-11-30. On one CPU device the run's program maps the model axis with ``lax.map`` (``model.groups.map_models``;
 ``jax.vmap`` on accelerators): cold 24.5 s vs sequential 39.3 s (1.60x), warm 17.2 s vs 19.5 s (1.14x), the 15
 models' parameters bit-identical to the single-model runs. With ``jax.vmap`` on the CPU (the previous program)
 the same script gave cold 32.6 s vs 41.9 s (1.29x), warm 24.4 s vs 18.3 s (0.75x): XLA:CPU's batched small
@@ -77,7 +77,7 @@ def main() -> None:
     import jax
     import numpy as np
 
-    from riskrank_jax.model.train import TrainConfig, train_models
+    from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
 
     data = None
     if not args.random:
@@ -100,12 +100,13 @@ def main() -> None:
 
     def vmapped():
         t0 = time.perf_counter()
-        res = train_models(tool_emb, query_emb, gold, risk, fold_mask, SEEDS, cfg, progress=False)
+        res = train_models(tool_emb, query_emb, gold, risk, fold_mask, cfg, TrainRun(SEEDS, progress=False))
         return time.perf_counter() - t0, res
 
     def sequential():
         t0 = time.perf_counter()
-        out = [train_models(tool_emb, query_emb, gold, risk, fold_mask, (s,), cfg, folds=(f,), progress=False)
+        out = [train_models(tool_emb, query_emb, gold, risk, fold_mask, cfg, TrainRun((s,), folds=(f,),
+                                                                                   progress=False))
                for s in SEEDS for f in folds]
         return time.perf_counter() - t0, out
 

@@ -2,19 +2,55 @@
 
 The pipeline is a chain of small pure functions over arrays::
 
-    rel, risk = model.score(...)            # [Q, N] relevance, [N] predicted risk
-    s = model.combine(rel, risk, lam)       # s = f_rel - lam * f_risk
-    s = smoothing.smooth_full(s, graph, a)  # ToolGraph message passing
-    ranking = jnp.argsort(-s, axis=-1)
-    ranking = rule_filter.rule_filter(ranking, ...)   # optional, audited registries
-    metrics.compute_all(ranking, gold, risk, k=5)
+    rel = heads.relevance_full(params, q_emb, t_emb)           # [Q, N] f_rel            (model.heads)
+    s = scoring.penalise(rel, heads.risk(params, t_emb), lam)   # [Q, N] f_rel - lam * f_risk
+    s = smoothing.smooth_full(s, graph, alpha)                  # ToolGraph message passing (graph.smoothing)
+    ranking = scoring.rank_order(s)                             # int32 [Q, N], best first
+    ranking = rule_filter.rule_filter(ranking, risk, perm_level, t_emb, k=5)   # optional (rank.rule_filter)
+    per_query = metrics.compute_all(ranking, gold, risk, k=5)
 
-Modules: ``data`` (registries, query sets, benchmarks), ``encoder`` (frozen sentence encoder and
-embedding cache), ``model`` / ``train`` (dual heads, vectorised training), ``graph`` / ``smoothing``
-(ToolGraph), ``rule_filter``, ``metrics``, ``retrievers`` (BM25, dense), ``sweep`` (the experiments).
+Folders, in layer order (an import goes only to the same folder or to one below it):
+
+    sweep.py, __main__.py   entry points: ``python -m riskrank_jax.sweep``, ``riskrank-jax``
+    cli/          the ``riskrank-jax`` command line and the options it shares with the sweep
+    experiments/  the sweep: declared variants, their evaluation, results.json / tables.md / figures
+    rank/         ``Ranker`` and the stacked pipeline: score, penalise, smooth, rank, rule filter, explain, fit
+    registry/     user tool lists (MCP, OpenAI, Anthropic, plain, BEIR) and each tool's assessed risk
+    model/        dual heads, vectorised training, checkpoints, correction reranker, stand-alone risk head
+    retrieve/     first stages: BM25, dense cosine, their hybrid fusion
+    graph/        ToolGraph construction and score smoothing over it
+    encode/       frozen BERT-family sentence encoder and the on-disk embedding cache
+    data/         benchmarks (demo, UltraTool, Seal-Tools) as plain arrays
+    metrics.py, scoring.py, paths.py, errors.py   metrics, shared score definitions, locations, errors
+    runtime/      logs, progress bars, CPU pinning, XLA compile cache, memory budget
+
+From a command to a number:
+
+    riskrank-jax rank FILE --query Q   cli/rank.py -> Ranker.from_registry (rank/ranker.py): registry.loader,
+                                       encode.embedding_cache, registry.risk, graph.tool_graph; then
+                                       rank_queries: retrieve.hybrid -> scoring.penalise -> graph.smoothing
+                                       -> scoring.rank_order (-> rank.rule_filter) -> ToolHit records
+    python -m riskrank_jax.sweep       sweep.py: flags -> one experiments.config tree per benchmark ->
+                                       experiments/run.py run_benchmark: data.load_benchmark ->
+                                       experiments.stages (embed, train: model.train) -> graph.tool_graph ->
+                                       experiments.evaluate (rank.stacked, metrics.compute_all) ->
+                                       experiments.report (results.json, tables.md, figures)
+
+``from riskrank_jax import Ranker, RankConfig`` works; it imports ``riskrank_jax.rank.ranker`` only when asked.
 """
 
 __version__ = "0.1.0"
+
+_LAZY = {"Ranker": "riskrank_jax.rank.ranker", "RankConfig": "riskrank_jax.rank.ranker"}
+
+
+def __getattr__(name):
+    """PEP 562: ``Ranker`` and ``RankConfig`` load their module on first access (JAX is not imported before)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'riskrank_jax' has no attribute {name!r}")
 
 from riskrank_jax.runtime.logs import quiet_library_loggers as _quiet_library_loggers  # noqa: E402
 

@@ -20,6 +20,8 @@ Membership of ranked tools in the gold set is the broadcast compare
 ``ranking[..., :, None] == gold[..., None, :]`` reduced with ``any`` over G. Every public function is
 wrapped in ``jax.jit`` so XLA fuses the compare into the reduction and the [..., L, G] boolean tensor is
 never materialised, also when called eagerly on a full ranking (N = 4,076).
+
+Why per-query values and broadcasting: seeds, λ and query subsets reduce however the caller needs.
 """
 
 from __future__ import annotations
@@ -226,17 +228,9 @@ def rvr_at_k(ranking: jax.Array, risk: jax.Array, *, k: int) -> jax.Array:
 
 @_jit_k
 def srr_at_k(ranking: jax.Array, risk: jax.Array, *, k: int) -> jax.Array:
-    """Severe risk rate at k: fraction of the top k with risk ≥ 4.
+    """Severe risk rate at k: fraction of the top k with risk ≥ 4; arguments and shapes as ``rvr_at_k``.
 
     SRR@k = (1 / k) sum_{i<=k} 1[risk[rank_i] ≥ 4]   (k clipped to L).
-
-    Args:
-      ranking: int32 [..., L] tool indices, best first.
-      risk: int32 [N] risk level of each tool.
-      k: cut-off (keyword-only, static).
-
-    Returns:
-      float32 [...].
     """
     return _risk_rate(ranking, risk, k, is_severe)
 

@@ -1,4 +1,7 @@
-"""Where data, caches and checkpoints live. Explicit argument, then environment, then default."""
+"""Where data, caches and checkpoints live. Explicit argument, then environment, then default.
+
+Why this order: an explicit argument always wins, and a default never needs configuring.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ when r ≥ 3 (RVR, NeedRisk-Hit, the rule filter, risk co-occurrence edges, high
 when r ≥ 4 (SRR, sNDCG) and *high-permission* when perm_level ≥ 2 (the rule filter, graph statistics).
 The risk head is trained towards ``level_to_score(r) = (r − 1)/4``, which is also the risk score a ranker
 uses for a tool whose risk comes from a label rather than from a head.
+
+Why written once: the Ranker, the experiments and the metrics cannot disagree on a threshold or an order.
 """
 
 from __future__ import annotations
@@ -53,6 +55,15 @@ def level_to_score(levels):
     if isinstance(levels, (list, tuple, int, np.ndarray, np.generic)):
         return (np.asarray(levels, np.float32) - 1.0) / 4.0
     return (jnp.asarray(levels, jnp.float32) - 1.0) / 4.0
+
+
+def l2_normalise(x, xp=jnp, eps: float = 1e-12):
+    """x [..., d] / max(‖x‖₂, eps) over the last axis, computed by ``xp`` (``jnp`` or ``np``) in x's dtype.
+
+    A zero row stays zero. The one L2 normalisation of embeddings (encoder output, hard negatives, semantic
+    graph edges, the rule filter's near-duplicate test).
+    """
+    return x / xp.maximum(xp.linalg.norm(x, axis=-1, keepdims=True), eps)
 
 
 def penalise(rel, risk, lambdas):
@@ -100,8 +111,8 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
     """``rank_order`` computed by numpy on the host: int32 [..., N], the identical order.
 
     One distinct uint64 key per entry (``_order_keys``) and an unstable single-key sort, which numpy runs
-    about 15x faster than XLA's CPU sort of (score, index) pairs; rows are split over ``threads`` threads
-    (default: the CPUs this process may use, ``cpus.usable_cpus``; numpy releases the GIL while sorting). For
+    much faster than XLA's CPU sort of (score, index) pairs (docs/performance.md, "Evaluation"); rows are split
+    over ``threads`` threads (default: the CPUs this process may use, ``cpus.usable_cpus``; numpy releases the GIL while sorting). For
     evaluation on the CPU backend: under ``jit`` or on an accelerator use ``rank_order``.
     """
     s = np.ascontiguousarray(scores, dtype=np.float32)
@@ -134,4 +145,4 @@ def top_order(scores, k: int):
 
 
 __all__ = ["RISK_THRESHOLD", "SEVERE_THRESHOLD", "PERM_THRESHOLD", "RISK_LEVELS", "is_risky", "is_severe",
-           "is_high_permission", "level_to_score", "penalise", "rank_order", "rank_order_host", "top_order"]
+           "is_high_permission", "level_to_score", "l2_normalise", "penalise", "rank_order", "rank_order_host", "top_order"]

@@ -1,8 +1,195 @@
-"""`python -m riskrank_jax.sweep` keeps working: the sweep lives in ``riskrank_jax.experiments.run``."""
+"""`python -m riskrank_jax.sweep`: the command line of the sweep (``experiments.run``), one config tree per benchmark.
 
-from riskrank_jax.experiments.run import main, run
+Every flag sets leaves of ``experiments.config.SweepConfig`` (``FLAG_LEAVES``); ``--set PATH=VALUE`` sets any leaf;
+``--show-config`` prints the resolved trees. Built as an entry module so that the experiments below it never import
+the command-line layer.
+"""
 
-__all__ = ["main", "run"]
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
+                                      seeds_option)
+from riskrank_jax.experiments.config import ConfigError, SweepConfig, default_config, with_overrides
+from riskrank_jax.experiments.jobs import default_jobs
+from riskrank_jax.experiments.run import ALL_BENCHMARKS, run_tasks
+from riskrank_jax.experiments.variants import select_variants
+from riskrank_jax.paths import REFERENCE_RESULTS_DIR, resolve_runs_dir
+
+BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")
+# flag (its click parameter name) -> {leaf path: value} it sets when given; a flag not given sets nothing
+FLAG_LEAVES = {
+    "encoder": lambda v: {"encoder.path": v},
+    "data_dir": lambda v: {"data.data_dir": v},
+    "cache_dir": lambda v: {"runtime.cache_dir": v},
+    "checkpoint_dir": lambda v: {"runtime.checkpoint_dir": v},
+    "seeds": lambda v: {"seeds": tuple(v)},
+    "lambdas": lambda v: {"eval.lambdas": tuple(v)},
+    "main_lambda": lambda v: {"eval.main_lambda": v},
+    "alpha": lambda v: {"eval.alpha": v},
+    "k": lambda v: {"eval.k": v},
+    "epochs": lambda v: {"train.epochs": v, "risk_head.epochs": 3 * v},  # the risk heads train 3x as long
+    "memory_budget": lambda v: {"runtime.memory_budget": v},
+    "no_bench": lambda v: {"eval.smoothing_benchmark": False} if v else {},
+}
+
+
+def _parse_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in values:
+        path, eq, value = item.partition("=")
+        if not eq or not path.strip():
+            raise click.BadParameter(f"expected PATH=VALUE (e.g. train.epochs=5), got {item!r}")
+        if path.strip() == "data.benchmark":
+            raise click.BadParameter("choose the benchmark with --benchmark, not --set data.benchmark")
+        out.append((path.strip(), value))
+    return tuple(out)
+
+
+def flag_overrides(ctx: click.Context) -> dict:
+    """{leaf path: value} of the flags given on the command line (``FLAG_LEAVES``; --variants / --no-extras too)."""
+    out = {}
+    for name, leaves in FLAG_LEAVES.items():
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT):
+            out.update(leaves(ctx.params[name]))
+    names = tuple(ctx.params["variant_names"]) + (("paper",) if ctx.params["no_extras"] else ())
+    if names:
+        out["eval.variants"] = names
+    return out
+
+
+def resolved_config(benchmark: str, flags: dict, sets) -> SweepConfig:
+    """``default_config(benchmark)`` with the flags' leaves, then the --set leaves (the later wins); a bad leaf is
+    a usage error naming it."""
+    try:
+        cfg = with_overrides(with_overrides(default_config(benchmark), flags), dict(sets))
+        select_variants(cfg.eval.variants)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--set") from None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--variants / --set eval.variants") from None
+    return cfg
+
+
+# the command line options, in --help order (``sweep_options`` applies them)
+SWEEP_OPTIONS = (
+    click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
+                 show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
+                 "ultratool sealtools); 'all' = demo ultratool sealtools. Several run side by side in worker "
+                 "processes (see --jobs)."),
+    click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
+                 "(default: the embedded all-MiniLM-L6-v2). Leaf encoder.path."),
+    click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+                 help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md)."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+                 help="Results root; each benchmark writes <DIR>/<benchmark>/ (default: $RISKRANK_RUNS, else runs/ "
+                      "at the repository root)."),
+    click.option("--update-reference", is_flag=True, help="Write into experiments/results/ (the committed reference "
+                 "results) instead, recomputing them; for maintainers."),
+    click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory."),
+    click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+                 help="Checkpoint root (default: checkpoints/)."),
+    seeds_option,
+    click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
+                 help="λ grid of the λ sweep (space-separated after one --lambdas). Leaf eval.lambdas."),
+    click.option("--main-lambda", type=float, default=0.1, show_default=True, help="λ of the main tables."),
+    click.option("--alpha", type=float, default=None, help="Smoothing α (default: 0.2 UltraTool/demo, 0.02 "
+                 "Seal-Tools). Leaf eval.alpha."),
+    click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics and the rule filter."),
+    click.option("--epochs", type=int, default=10, show_default=True, help="Training epochs (the paper uses 10): "
+                 "train.epochs, and 3x that for the zero-shot risk heads (risk_head.epochs)."),
+    click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
+                 help="Evaluate only these variants (space-separated; 'paper' = the paper's rows). Default: all; "
+                      "see riskrank_jax/experiments/variants.py."),
+    click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants."),
+    memory_budget_option,
+    click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark."),
+    click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", callback=_parse_sets,
+                 help="Set any leaf of the config tree, after the flags (repeatable): --set train.epochs=5 --set "
+                      "eval.k=3; tuples as comma lists (--set eval.lambdas=0,0.1), bools true/false, none for an "
+                      "optional leaf. --show-config lists every leaf with its value."),
+    click.option("--show-config", is_flag=True, help="Print the resolved config tree(s) as JSON and exit."),
+    click.option("--force", is_flag=True, help="Recompute even when the output directory holds your earlier run of the "
+                 "same configuration (otherwise reused, and said so)."),
+    click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
+                 "(kept by default: a later sweep loads them instead of compiling, same results)."),
+    click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Benchmarks run at once, each in a worker process pinned to its share of the CPUs (default: 2 "
+                      "when several are asked for on a CPU with 2+ cores; 1 with a JAX GPU/TPU plugin). 1 runs them in "
+                      "turn in this process. Same results either way; peak memory adds up over concurrent benchmarks."),
+)
+
+
+def sweep_options(fn):
+    """``fn`` with every option of ``SWEEP_OPTIONS``."""
+    for option in reversed(SWEEP_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@sweep_options
+@click.pass_context
+def main(ctx, benchmarks, out_dir, update_reference, sets, show_config, force, no_compile_cache, jobs, **_flags):
+    """Reproduce the paper's tables (and the beyond-paper variants) in one run.
+
+    Embeds every text once (cached), trains every model of a training run in one vmapped program (checkpoints
+    reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds; writes results.json
+    (with the resolved config tree under "config"), tables.md and figures under runs/<benchmark>/ (or --out DIR),
+    prints the main table and where it wrote. Several benchmarks run side by side (--jobs).
+    experiments/results/ changes only with --update-reference."""
+    flags = flag_overrides(ctx)
+    configs = [resolved_config(name, flags, sets) for name in expand_benchmarks(benchmarks)]
+    if show_config:
+        trees = {cfg.benchmark: cfg.to_dict() for cfg in configs}
+        click.echo(json.dumps(trees if len(trees) > 1 else next(iter(trees.values())), indent=2))
+        return
+    shared = dict(workdir=output_root(out_dir, update_reference), force=force or update_reference)
+    tasks = [(cfg, shared) for cfg in configs]
+    errors = run_tasks(tasks, jobs or default_jobs(len(tasks)), configs[0].runtime.cache_dir,
+                       keep_compiled=not no_compile_cache)
+    for message in errors:
+        click.echo(f"error: {message}", err=True)
+    if errors:
+        sys.exit(1)
+
+
+def expand_benchmarks(names) -> list[str]:
+    """--benchmark values in order, 'all' expanded to demo, ultratool, sealtools, each benchmark once."""
+    out = []
+    for name in names:
+        for b in ALL_BENCHMARKS if name == "all" else (name,):
+            if b not in out:
+                out.append(b)
+    return out
+
+
+def output_root(out_dir, update_reference: bool) -> Path:
+    """Where a sweep writes: the committed reference results only with --update-reference, never by default."""
+    if update_reference:
+        if out_dir is not None:
+            raise click.UsageError("--update-reference writes into experiments/results/; do not combine it with --out")
+        return REFERENCE_RESULTS_DIR
+    root = resolve_runs_dir(out_dir)
+    if root == REFERENCE_RESULTS_DIR.resolve():
+        raise click.UsageError(f"{root} holds the committed reference results; write there only with "
+                               "--update-reference (or choose another --out)")
+    return root
+
+
+def run(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    main.main(args=expand_multi_value_options(argv, (*MULTI_VALUE_OPTIONS, "--benchmark")),
+              prog_name="python -m riskrank_jax.sweep")
+
+
+__all__ = ["main", "run", "expand_benchmarks", "output_root", "resolved_config", "flag_overrides", "FLAG_LEAVES",
+           "BENCHMARK_CHOICES"]
 
 if __name__ == "__main__":
     run()

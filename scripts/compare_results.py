@@ -16,8 +16,10 @@ import json
 import math
 import sys
 
+# run metadata and derived text, not measured values; a key of this list is skipped at any depth (e.g. the
+# "config" tree's runtime.cache_dir: where a run kept its files is not a result)
 IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device", "finished_at",
-           "reproducibility", "recommendation")  # run metadata and derived text, not measured values
+           "reproducibility", "recommendation", "cache_dir", "checkpoint_dir", "data_dir")
 
 
 def leaves(tree, prefix=""):
@@ -45,8 +47,10 @@ def _differ(a, b, tol: float) -> tuple[bool, float]:
 
 
 def compare(before: dict, after: dict, tol: float = 0.0, ignore=IGNORED) -> dict:
-    drop = lambda t: {k: v for k, v in t.items() if k not in ignore}  # noqa: E731
-    lb, la = leaves(drop(before)), leaves(drop(after))
+    def kept(tree: dict) -> dict:
+        return {p: v for p, v in leaves(tree).items() if not set(p.split("/")) & set(ignore)}
+
+    lb, la = kept(before), kept(after)
     common = sorted(set(lb) & set(la))
     diffs, max_abs = [], 0.0
     for path in common:

@@ -1,4 +1,6 @@
-"""Measure the zero-shot registry ranker over a λ × α grid on the demo benchmark's test queries.
+"""One-off generator: measured the λ × α grid that chose ``DEFAULT_REGISTRY_CONFIG`` (rank/ranker.py).
+
+Scores the zero-shot registry ranker over a λ × α grid on the demo benchmark's test queries.
 
 This is how `ranker.DEFAULT_REGISTRY_CONFIG` (the defaults of `Ranker.from_registry` and `riskrank-jax rank`)
 was chosen. The demo tools are read as a user registry would be — `tool_text` (name words, description,

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Generate the embedded demo benchmark (riskrank_jax/data/demo/) in the Seal-Tools file schema.
+"""One-off generator: wrote the embedded demo benchmark (riskrank_jax/data/demo/) in the Seal-Tools file schema.
+
+Rerun it only to change the demo benchmark on purpose (every committed demo result then changes).
 
 All tools, descriptions and queries below were written by hand for this project; nothing is copied
 from any public benchmark. The output is deterministic (no randomness): running the script twice

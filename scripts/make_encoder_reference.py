@@ -1,4 +1,5 @@
-"""Write tests/fixtures/encoder_reference.json: all-MiniLM-L6-v2 embeddings from an independent forward pass.
+"""One-off generator: wrote tests/fixtures/encoder_reference.json, all-MiniLM-L6-v2 embeddings from an
+independent forward pass (the reference the encoder tests compare against).
 
 The pass is plain numpy in float64, written from the BERT definition (no JAX, no Flax, no transformers
 model code): word + position + token-type embeddings, LayerNorm, then per layer multi-head self-attention

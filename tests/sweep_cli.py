@@ -36,7 +36,7 @@ def sweep_cmd(args, *, prelude: str | None = None) -> list[str]:
     """The sweep's command line; with `prelude`, Python run first in the same process (fault injection)."""
     if prelude is None:
         return [sys.executable, "-m", "riskrank_jax.sweep", *map(str, args)]
-    code = prelude + "\nimport sys\nfrom riskrank_jax.experiments.run import run\nrun(sys.argv[1:])\n"
+    code = prelude + "\nimport sys\nfrom riskrank_jax.sweep import run\nrun(sys.argv[1:])\n"
     return [sys.executable, "-c", code, *map(str, args)]
 
 
@@ -72,14 +72,15 @@ def load_results(out_root: Path, benchmark: str = "demo") -> dict:
     return json.loads((Path(out_root) / benchmark / "results.json").read_text())
 
 
-def _compare_function():
-    """`compare` of scripts/compare_results.py (a script, not a package module)."""
+def _compare_module():
+    """scripts/compare_results.py (a script, not a package module)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("compare_results", REPO / "scripts" / "compare_results.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.compare
+    return mod
 
 
-compare_results = _compare_function()
+compare_results = _compare_module().compare
+COMPARE_IGNORED = _compare_module().IGNORED  # what compare_results skips by default

@@ -12,7 +12,7 @@ import pytest
 
 from riskrank_jax.model.checkpoints import diff_keys, hash_arrays, read_run
 from riskrank_jax.errors import CacheError
-from riskrank_jax.model.train import TrainConfig, load_trained, train_models
+from riskrank_jax.model.train import TrainConfig, TrainRun, load_trained, train_models
 
 from test_train import CFG, DATA
 
@@ -35,7 +35,7 @@ def _assert_same_result(a, b):
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
     d = tmp_path_factory.mktemp("straight")
-    return d, train_models(*DATA, (1, 2), CFG, checkpoint_dir=d, run_meta=META, progress=False)
+    return d, train_models(*DATA, CFG, TrainRun((1, 2), checkpoint_dir=d, run_meta=META, progress=False))
 
 
 def test_hash_and_diff_helpers():
@@ -67,14 +67,14 @@ def test_killed_run_resumes_bit_identically(straight, tmp_path):
             raise Killed
 
     with pytest.raises(Killed):
-        train_models(*DATA, (1, 2), CFG, checkpoint_dir=tmp_path, run_meta=META, progress=False,
-                     on_epoch_end=kill_after_two)
+        train_models(*DATA, CFG, TrainRun((1, 2), checkpoint_dir=tmp_path, run_meta=META, progress=False,
+                                          on_epoch_end=kill_after_two))
     assert read_run(tmp_path)["status"] == "running" and read_run(tmp_path)["epochs_done"] == 2
     with pytest.raises(CacheError, match="not completed"):
         load_trained(tmp_path)
     seen.clear()
-    resumed = train_models(*DATA, (1, 2), CFG, checkpoint_dir=tmp_path, run_meta=META, progress=False,
-                           on_epoch_end=lambda e, *_: seen.append(e))
+    resumed = train_models(*DATA, CFG, TrainRun((1, 2), checkpoint_dir=tmp_path, run_meta=META, progress=False,
+                                                on_epoch_end=lambda e, *_: seen.append(e)))
     assert seen == [3, 4]  # restarted after the last completed epoch
     _assert_same_result(resumed, full)
     _assert_same_result(load_trained(tmp_path), full)
@@ -83,8 +83,8 @@ def test_killed_run_resumes_bit_identically(straight, tmp_path):
 def test_completed_run_is_reused_without_training(straight):
     d, full = straight
     calls = []
-    again = train_models(*DATA, (1, 2), CFG, checkpoint_dir=d, run_meta=META, progress=False,
-                         on_epoch_end=lambda *a: calls.append(a))
+    again = train_models(*DATA, CFG, TrainRun((1, 2), checkpoint_dir=d, run_meta=META, progress=False,
+                                              on_epoch_end=lambda *a: calls.append(a)))
     assert calls == []
     _assert_same_result(again, full)
     loaded = load_trained(d)
@@ -106,9 +106,9 @@ def _retrains_after_setting_aside(d, caplog, why, full, **kwargs):
     caplog.clear()
     calls = []
     with caplog.at_level(logging.WARNING, logger="riskrank_jax.model.checkpoints"):
-        res = train_models(*kwargs.pop("data", DATA), kwargs.pop("seeds", (1, 2)), kwargs.pop("config", CFG),
-                           checkpoint_dir=d, run_meta=kwargs.pop("meta", META), progress=False,
-                           on_epoch_end=lambda e, *_: calls.append(e), **kwargs)
+        res = train_models(*kwargs.pop("data", DATA), kwargs.pop("config", CFG),
+                           TrainRun(kwargs.pop("seeds", (1, 2)), checkpoint_dir=d, run_meta=kwargs.pop("meta", META),
+                                    progress=False, on_epoch_end=lambda e, *_: calls.append(e), **kwargs))
     moved = _set_aside_dirs(d)
     assert len(moved) == 1, moved
     lines = [r.getMessage() for r in caplog.records if r.name == "riskrank_jax.model.checkpoints"]
@@ -142,15 +142,17 @@ def test_mismatching_data_is_set_aside(straight, tmp_path, caplog):
 def test_data_id_is_the_identity_not_the_float_bits(tmp_path, caplog, straight):
     _, full = straight
     d = tmp_path / "run"
-    first = train_models(*DATA, (1, 2), CFG, checkpoint_dir=d, run_meta=META, progress=False, data_id="texts-v1")
+    first = train_models(*DATA, CFG, TrainRun((1, 2), checkpoint_dir=d, run_meta=META, progress=False,
+                                              data_id="texts-v1"))
     assert read_run(d)["data_hash"] == first.data_hash == "texts-v1"
     _assert_same_result(first, full)
     # embeddings moved by one ulp (a re-encoding): same data_id, so the finished run is reused as is
     tools, queries, gold, risk, fold_mask = DATA
     nudged = np.nextafter(tools, np.float32(np.inf))
     calls = []
-    again = train_models(nudged, queries, gold, risk, fold_mask, (1, 2), CFG, checkpoint_dir=d, run_meta=META,
-                         progress=False, data_id="texts-v1", on_epoch_end=lambda *a: calls.append(a))
+    again = train_models(nudged, queries, gold, risk, fold_mask, CFG,
+                         TrainRun((1, 2), checkpoint_dir=d, run_meta=META, progress=False, data_id="texts-v1",
+                                  on_epoch_end=lambda *a: calls.append(a)))
     assert calls == [] and _set_aside_dirs(d) == []
     _assert_same_result(again, full)
     # another data_id (other texts, labels or splits): set aside, retrained

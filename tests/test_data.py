@@ -258,3 +258,15 @@ def test_real_data_stats_cli_json(real_data_dir):
                         "--json", "--data-dir", str(real_data_dir)], capture_output=True, text=True, check=True)
     s = json.loads(r.stdout)
     assert set(s) >= {"tools", "splits", "mean_gold", "high_risk_queries", "risk_histogram", "perm_level_ge2"}
+
+
+def test_gold_ids_resolve_names_in_order_once_and_name_the_bad_line(tmp_path):
+    from riskrank_jax.data.ultratool import gold_ids
+
+    index = {"a": 0, "b": 1, "c": 2}
+    assert gold_ids([{"tool": "c"}, {"tool": "a"}, {"tool": "c"}], "reference", "tool", index, tmp_path, 3) == [2, 0]
+    assert gold_ids([], "tools", "name", index, tmp_path, 3) == []
+    with pytest.raises(DataError, match=r":7: gold tool 'zz' is not in the tool pool"):
+        gold_ids([{"name": "a"}, {"name": "zz"}], "tools", "name", index, tmp_path / "dev.json", 7)
+    with pytest.raises(DataError, match=r":2: each 'reference' item needs a string 'tool'"):
+        gold_ids([{"tool": 5}], "reference", "tool", index, tmp_path / "tool_usage.json", 2)

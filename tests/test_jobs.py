@@ -13,8 +13,8 @@ import pytest
 
 from riskrank_jax.runtime.cpus import split_cpus
 from riskrank_jax.experiments.jobs import default_jobs, run_in_workers, worker_cpus
-from riskrank_jax.experiments.run import SweepConfig, run_in_turn, run_side_by_side
-from test_sweep import BagOfWordsEncoder, tiny_benchmark
+from riskrank_jax.experiments.run import run_in_turn, run_side_by_side
+from test_sweep import BagOfWordsEncoder, tiny_benchmark, tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
 # what a rerun may change: when and how fast it ran, and the memory of its process
@@ -61,14 +61,12 @@ def _results(path):
 def test_side_by_side_equals_in_turn(tmp_path, capsys):
     tasks = []
     for name in ("tiny_a", "tiny_b"):
-        cfg = SweepConfig(benchmark=name, seeds=(1,), lambdas=(0.0, 0.1), epochs=2, stress_n=5, variants=("paper",),
-                          smoothing_benchmark=False)
+        cfg = tiny_config(tmp_path, name, seeds=(1,), eval__variants=("paper",), eval__smoothing_benchmark=False)
         bench = dataclasses.replace(tiny_benchmark(), name=name)
-        tasks.append((cfg, dict(cache_dir=tmp_path / "cache", ckpt_root=tmp_path / "ckpt", bench=bench,
-                                encoder=BagOfWordsEncoder(), force=True)))
-    run_in_turn([(cfg, dict(kw, out_root=tmp_path / "in_turn")) for cfg, kw in tasks], None)
+        tasks.append((cfg, dict(bench=bench, encoder=BagOfWordsEncoder(), force=True)))
+    run_in_turn([(cfg, dict(kw, workdir=tmp_path / "in_turn")) for cfg, kw in tasks], None)
     capsys.readouterr()
-    errors = run_side_by_side([(cfg, dict(kw, out_root=tmp_path / "side")) for cfg, kw in tasks], None, jobs=2)
+    errors = run_side_by_side([(cfg, dict(kw, workdir=tmp_path / "side")) for cfg, kw in tasks], None, jobs=2)
     printed = capsys.readouterr().out
     assert errors == []
     for name in ("tiny_a", "tiny_b"):
@@ -83,13 +81,13 @@ def test_side_by_side_equals_in_turn(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_failing_benchmark_does_not_stop_the_others(tmp_path):
-    good = SweepConfig(benchmark="tiny", seeds=(1,), lambdas=(0.0,), epochs=1, stress_n=5, variants=("paper",),
-                       smoothing_benchmark=False)
-    kw = dict(cache_dir=tmp_path / "cache", ckpt_root=tmp_path / "ckpt", out_root=tmp_path / "out", force=True)
-    bad = dataclasses.replace(good, benchmark="ultratool")
+    good = tiny_config(tmp_path, seeds=(1,), eval__lambdas=(0.0,), train__epochs=1, risk_head__epochs=3,
+                       eval__variants=("paper",), eval__smoothing_benchmark=False)
+    kw = dict(workdir=tmp_path / "out", force=True)
+    bad = tiny_config(tmp_path, "ultratool", data__data_dir=str(tmp_path / "no_such_data"), seeds=(1,),
+                      eval__lambdas=(0.0,), train__epochs=1, eval__variants=("paper",))
     errors = run_side_by_side([(good, dict(kw, bench=tiny_benchmark(), encoder=BagOfWordsEncoder())),
-                               (bad, dict(kw, data_dir=tmp_path / "no_such_data", encoder=BagOfWordsEncoder()))],
-                              None, jobs=2)
+                               (bad, dict(kw, encoder=BagOfWordsEncoder()))], None, jobs=2)
     assert len(errors) == 1 and errors[0].startswith("[ultratool] ") and "no_such_data" in errors[0]
     assert (tmp_path / "out" / "tiny" / "results.json").exists()
     assert not (tmp_path / "out" / "ultratool").exists()  # nothing half-written for the failed one

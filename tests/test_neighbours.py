@@ -63,6 +63,13 @@ def test_layout_buckets_and_product():
     np.add.at(a2, (rcv, snd), w2)
     np.testing.assert_allclose(both[1][np.asarray(lay.row_of_node)], a2 @ x2, atol=1e-5)
     assert neighbour_layout(snd.copy(), rcv.copy(), n) is lay  # cached by content
+    # the compile-light form (one gather and one reduction per bucket, what a Ranker uses) gives the same sums,
+    # one graph for all blocks and one graph per block alike
+    light = np.asarray(propagate_bucket_rows(jnp.asarray(x)[None], lay.nbr, [t[None] for t in wt], unrolled=False))
+    np.testing.assert_allclose(light[0][np.asarray(lay.row_of_node)], a @ x, atol=1e-5)
+    both_light = np.asarray(propagate_bucket_rows(jnp.stack([jnp.asarray(x), jnp.asarray(x2)]), lay.nbr,
+                                                  [jnp.stack([a, b]) for a, b in zip(wt, wt2)], unrolled=False))
+    np.testing.assert_allclose(both_light, both, atol=1e-5)
 
 
 def test_buckets_wider_than_the_unroll_limit_loop_over_slabs():

@@ -16,15 +16,15 @@ import logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 import numpy as np
 from riskrank_jax.retrieve import baselines as retrievers
-from riskrank_jax.model.train import TrainConfig, train_models
+from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
 s = retrievers.bm25_scores(["delete a file", "read a file", "send an email"], ["remove file", "mail"])
 assert s.shape == (2, 3) and s[0, 0] > 0
 rng = np.random.default_rng(0)
 t = rng.standard_normal((20, 8)).astype(np.float32)
 q = rng.standard_normal((6, 8)).astype(np.float32)
 gold = np.array([[i % 20, -1] for i in range(6)])
-train_models(t, q, gold, rng.integers(1, 6, 20), np.ones((1, 6), bool), (1,),
-             TrainConfig(epochs=2, batch_size=8, hidden=4), checkpoint_dir=sys.argv[1], progress=True)
+train_models(t, q, gold, rng.integers(1, 6, 20), np.ones((1, 6), bool), TrainConfig(epochs=2, batch_size=8, hidden=4),
+             TrainRun((1,), checkpoint_dir=sys.argv[1], progress=True))
 logging.getLogger("riskrank_jax.test").debug("own debug line")
 print("finished")
 """

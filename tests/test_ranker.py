@@ -15,7 +15,7 @@ from riskrank_jax.graph.tool_graph import build_fold_graphs
 from riskrank_jax.rank.ranker import RankConfig, Ranker, query_bucket
 from riskrank_jax.retrieve.baselines import dense_scores
 from riskrank_jax.scoring import is_risky, rank_order
-from riskrank_jax.model.train import TrainConfig, train_models
+from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
 
 
 def bow(texts, dim=64):
@@ -32,7 +32,7 @@ def demo():
     bench = load_benchmark("demo")
     t_emb = bow(bench.tools.descriptions)
     res = train_models(t_emb, bow(bench.train.texts), bench.train.gold, bench.tools.risk, bench.train_fold_mask,
-                       (3,), TrainConfig(epochs=2), progress=False)
+                       TrainConfig(epochs=2), TrainRun((3,), progress=False))
     cfg = BY_NAME["core_graph_rule"].rank_config(lam=0.1, alpha=0.2, k=5, n_candidates=100)
     ranker = Ranker.from_benchmark(bench, t_emb, encoder_id="bow-64", params=res.model_params(0), config=cfg)
     return bench, t_emb, res, ranker, bow(bench.tests["test"].texts)
@@ -118,3 +118,39 @@ def test_config_errors():
         RankConfig(n_candidates=10)  # needs a first stage
     with pytest.raises(RankerError):
         RankConfig(lam=-1.0)
+
+
+def test_package_exposes_ranker_lazily():
+    """`from riskrank_jax import Ranker` works, and importing riskrank_jax alone does not import the ranker."""
+    import subprocess
+    import sys
+
+    code = ("import sys, riskrank_jax\n"
+            "assert 'riskrank_jax.rank.ranker' not in sys.modules\n"
+            "from riskrank_jax import RankConfig, Ranker\n"
+            "import riskrank_jax.rank.ranker as m\n"
+            "assert Ranker is m.Ranker and RankConfig is m.RankConfig\n"
+            "try:\n    riskrank_jax.no_such_name\nexcept AttributeError:\n    print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_full_pool_graph_smoothing(demo):
+    """Full pool with α > 0: total is the ToolGraph smoothing of relevance − risk_penalty (the sweep's
+    neighbour-list kernel on the ranker's graph) and equals the dense formula; rank follows total."""
+    from riskrank_jax.graph.smoothing import smooth_full
+
+    _, _, _, ranker, q = demo
+    full = ranker.with_config(RankConfig(lam=0.1, alpha=0.2, k=5))
+    parts = full.scores(q)
+    pen = np.asarray(parts.relevance - parts.risk_penalty, np.float64)
+    a = full.graph.dense.astype(np.float64)
+    d = a.sum(1)
+    dinv = np.where(d > 0, 1 / np.sqrt(np.where(d > 0, d, 1)), 0)
+    ref = 0.5 * (pen + 0.8 * pen + 0.2 * pen @ (a * dinv[:, None] * dinv[None, :]).T)
+    np.testing.assert_allclose(np.asarray(parts.total), ref, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(parts.total), np.asarray(smooth_full(pen.astype(np.float32), full.graph, 0.2)),
+                               atol=1e-6)
+    assert float(np.abs(np.asarray(parts.graph)).max()) > 1e-3
+    np.testing.assert_array_equal(full.rank(q), np.asarray(rank_order(parts.total))[:, :5])
+    np.testing.assert_array_equal(full.rank(q[:3]), full.rank(q)[:3])  # another query bucket, same lists

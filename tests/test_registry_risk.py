@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,8 +19,10 @@ from riskrank_jax.model.risk_head import (
     HeadConfig,
     RiskHead,
     default_head,
+    RiskHeadConfig,
     levels_from_scores,
     train_risk_head,
+    train_risk_heads,
 )
 
 
@@ -116,6 +120,22 @@ def test_risk_head_bad_files_and_inputs(tmp_path):
         RiskHead.load(tmp_path / "missing.npz")
     with pytest.raises(RiskHeadError, match="1..5"):
         train_risk_head(np.zeros((4, 3), np.float32), np.array([0, 1, 2, 3]))
+
+
+def test_one_trainer_for_one_seed_and_for_a_vmapped_seed_axis():
+    emb, risk = _clusters()
+    cfg = RiskHeadConfig(epochs=5)  # the sweep's: adam, no decay, the dual-head initialisation
+    assert (cfg.optimizer, cfg.init, cfg.weight_decay, cfg.batch_size) == ("adam", "dual", 0.0, 64)
+    stacked = train_risk_heads(emb, risk, (3, 8), cfg)["risk"]
+    assert stacked["V1"].shape == (2, emb.shape[1], cfg.hidden)
+    for i, seed in enumerate((3, 8)):
+        one, _ = train_risk_head(emb, risk, dataclasses.replace(cfg, seed=seed))
+        for k in one:
+            np.testing.assert_allclose(np.asarray(stacked[k][i]), one[k], atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="optimizer"):
+        HeadConfig(optimizer="sgd")
+    with pytest.raises(RiskHeadError, match="1..5"):
+        train_risk_heads(emb, np.zeros(len(risk), int), (0,))
 
 
 def test_shipped_head_is_the_demo_head():

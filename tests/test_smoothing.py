@@ -1,4 +1,5 @@
-"""Smoothing (SPEC §7): message passing equals a dense float64 reference with Â built explicitly."""
+"""Smoothing (SPEC §7): the package's kernels (neighbour lists, padded candidate batches) against hand-computed
+values and a dense float64 reference with Â built explicitly; the dense-matmul peers of the throughput table too."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 
 from riskrank_jax.graph import smoothing
 from riskrank_jax.data.permissions import permission_mask
-from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, with_edge_types
-from riskrank_jax.graph.smoothing import (candidate_subgraphs, smooth_candidates, smooth_candidates_dense, smooth_full,
-                                    smooth_full_dense, smooth_full_folds, stack_graphs)
+from riskrank_jax.graph.tool_graph import ToolGraph, build_fold_graphs, build_tool_graph, with_edge_types
+from riskrank_jax.graph.smoothing import (candidate_subgraphs, prepare_graph, smooth_candidates, smooth_full,
+                                          smooth_full_folds, stack_graphs)
+from riskrank_jax.experiments.throughput import smooth_candidates_dense, smooth_full_dense
 
 TOL = 1e-5
 
@@ -56,6 +58,34 @@ def random_graph(seed, n=50, d=5, isolated=5):
     return build_tool_graph(emb, perm, risk, gold)
 
 
+def path_graph() -> ToolGraph:
+    """0 - 1 - 2 with unit weights (edges both ways)."""
+    snd, rcv = np.array([0, 1, 1, 2], np.int32), np.array([1, 0, 2, 1], np.int32)
+    gt = jraph.GraphsTuple(nodes=None, edges=np.ones(4, np.float32), senders=snd, receivers=rcv,
+                           n_node=np.array([3]), n_edge=np.array([4]), globals=None)
+    return ToolGraph(gt, np.zeros((4, 4), np.float32))
+
+
+def test_hand_computed_path_graph():
+    """d = (1, 2, 1), so Â_01 = Â_12 = 1/sqrt(2); S = e_0 gives P = (0, 1/sqrt(2), 0) and, at α = 1/2,
+    out = (S + S/2 + P/2) / 2 = (3/4, 1/(4 sqrt 2), 0). Candidates {0, 1}: the induced edge 0 - 1 alone, degrees
+    renormalised to (1, 1), so P = (0, 1) and out = (3/4, 1/4)."""
+    g = path_graph()
+    s = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], np.float32)
+    r2 = 1 / np.sqrt(2)
+    want = np.array([[0.75, 0.25 * r2, 0.0], [0.25 * r2, 0.75, 0.25 * r2]])  # S = e_1: P = (r2, 0, r2)
+    np.testing.assert_allclose(np.asarray(smooth_full(s, g, 0.5)), want, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(smooth_full(s, g.graph, 0.5)), want, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(smooth_full_folds(s, np.zeros(2, int), stack_graphs([g]), 0.5)),
+                               want, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(smooth_full_dense(s, g, 0.5)), want, atol=1e-7)
+    cand = np.array([[0, 1, -1], [0, 1, 2]], np.int32)
+    cs = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], np.float32)
+    want_c = np.array([[0.75, 0.25, 0.0], want[1]])
+    np.testing.assert_allclose(np.asarray(smooth_candidates(cs, cand, g, 0.5)), want_c, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(smooth_candidates_dense(cs, cand, g, 0.5)), want_c, atol=1e-7)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_full_matches_dense_reference(seed):
     g = random_graph(seed)
@@ -86,18 +116,15 @@ def test_alpha_array_and_graphs_tuple_input():
 
 @pytest.mark.parametrize("chunk_bytes", [1, 1 << 30])
 def test_full_chunked_path(monkeypatch, chunk_bytes):
-    """Tiny budgets force several query blocks (padded last block) and message-buffer chunks; chunk_bytes=1
-    propagates one block per kernel call, 1 GiB all blocks in one call."""
+    """Tiny budgets force several query blocks (padded last block); chunk_bytes=1 propagates one block per kernel
+    call, 1 GiB all blocks in one call."""
     g = random_graph(3)
-    monkeypatch.setattr(smoothing, "_MSG_BUDGET", 3 * g.n_edges)
     monkeypatch.setattr(smoothing, "_BLOCK_BYTES", 1)  # blocks of 8 queries
     monkeypatch.setattr(smoothing, "_CHUNK_BYTES", chunk_bytes)
     c, _, rows, folds, _ = smoothing._cached_plan(np.zeros(11, np.int64), g.n_nodes, 4, 1, True)
     assert (c, len(rows), rows[0].shape[0], folds[0].shape[0]) == ((8, 2, 8, 1) if chunk_bytes == 1 else (8, 1, 16, 2))
     s = np.random.default_rng(3).normal(size=(11, g.n_nodes)).astype(np.float32)  # 11 = 3 + 3 + 3 + 2
     np.testing.assert_allclose(np.asarray(smooth_full(s, g, 0.3)), ref_full(s, g.dense, 0.3), atol=TOL)
-    np.testing.assert_allclose(np.asarray(smoothing.smooth_full_segment_sum(s, g, 0.3)), ref_full(s, g.dense, 0.3),
-                               atol=TOL)
     qf = np.arange(11) % 2
     gs = [g, with_edge_types(g, ("semantic",))]
     out = np.asarray(smooth_full_folds(s, qf, gs, 0.3))
@@ -106,9 +133,9 @@ def test_full_chunked_path(monkeypatch, chunk_bytes):
     np.testing.assert_array_equal(np.asarray(smooth_full_folds(s, qf, gs, 0.3, fixed_shapes=True)), out)
 
 
-def test_high_degree_hub_and_traced_graph():
-    """A hub with 70 in-neighbours (width 128: summed in slabs) and parallel query blocks; under jit with the
-    graph arrays traced, the segment-sum path gives the same numbers."""
+def test_high_degree_hub_prepared_and_traced():
+    """A hub with 70 in-neighbours (width 128: summed in slabs) and parallel query blocks; a prepared graph gives
+    the same bits, traced scores on a concrete graph the same numbers, traced graph arrays a clear error."""
     n = 90
     hub = np.zeros((n, n), np.float32)
     hub[0, 1:71] = hub[1:71, 0] = np.linspace(0.1, 1.0, 70)
@@ -119,8 +146,19 @@ def test_high_degree_hub_and_traced_graph():
     s = np.random.default_rng(11).normal(size=(20, n)).astype(np.float32)
     out = np.asarray(smooth_full(s, g, 0.4))
     np.testing.assert_allclose(out, ref_full(s, hub, 0.4), atol=TOL)
+    prepared = prepare_graph(g)
+    assert prepared.n_folds == 1 and prepared.n_nodes == n
+    np.testing.assert_array_equal(np.asarray(smooth_full(s, prepared, 0.4)), out)
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda s: smooth_full(s, prepared, 0.4))(s)), out, atol=1e-6)
+    light = prepare_graph(g, unrolled=False)  # the Ranker's compile-light bucket sums: the same numbers
+    assert prepared.unrolled and not light.unrolled
+    np.testing.assert_allclose(np.asarray(smooth_full(s, light, 0.4)), out, atol=1e-6)
     traced = jax.jit(lambda s, snd, rcv, w: smooth_full(s, g._replace(senders=snd, receivers=rcv, edges=w), 0.4))
-    np.testing.assert_allclose(np.asarray(traced(s, g.senders, g.receivers, g.edges)), out, atol=1e-6)
+    with pytest.raises(TypeError, match="concrete graph arrays"):
+        traced(s, g.senders, g.receivers, g.edges)
+    with pytest.raises(ValueError, match="prepared for float32"):
+        smooth_full(s.astype(np.float16), prepared, 0.4)
+    assert np.asarray(smooth_full(s[:0], prepared, 0.4)).shape == (0, n)
 
 
 def test_subset_graph_changes_result():
@@ -224,9 +262,9 @@ def test_candidates_compile_once_per_bucket():
     cand2 = random_candidates(rng, 5, 12, g.n_nodes)
     s = rng.random(cand1.shape).astype(np.float32)
     smooth_candidates(s, cand1, g, 0.2)
-    before = smoothing._smooth_padded_jit._cache_size()
+    before = smoothing.smooth_padded_batch._cache_size()
     out = smooth_candidates(s, cand2, g, 0.2)
-    assert smoothing._smooth_padded_jit._cache_size() == before
+    assert smoothing.smooth_padded_batch._cache_size() == before
     np.testing.assert_allclose(np.asarray(out), ref_candidates(s, cand2, lambda q: g.dense, 0.2), atol=TOL)
 
 

@@ -11,7 +11,8 @@ import pytest
 from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry
 from riskrank_jax.retrieve.baselines import dense_scores, rank_full
 from riskrank_jax.experiments.evaluate import select_stress_queries
-from riskrank_jax.experiments.run import SweepConfig, run_benchmark
+from riskrank_jax.experiments.config import default_config, with_overrides
+from riskrank_jax.experiments.run import run_benchmark
 from riskrank_jax.experiments.variants import VARIANTS, main_rows, select_variants
 
 
@@ -60,12 +61,19 @@ def tiny_benchmark() -> Benchmark:
                      {"test": np.zeros(test.size, np.int32)}, {})
 
 
+def tiny_config(root, benchmark="tiny", **leaves):
+    """A short sweep of the tiny benchmark (2 seeds, 2 λs, 2 epochs) with caches under ``root``; ``leaves``:
+    {dotted path with "__" for ".": value} set on top."""
+    base = {"seeds": (1, 2), "eval.lambdas": (0.0, 0.1), "train.epochs": 2, "risk_head.epochs": 6,
+            "eval.stress_n": 5, "runtime.cache_dir": str(root / "cache"), "runtime.checkpoint_dir": str(root / "ckpt")}
+    return with_overrides(default_config(benchmark), {**base, **{k.replace("__", "."): v for k, v in leaves.items()}})
+
+
 @pytest.fixture(scope="module")
 def sweep_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
-    cfg = SweepConfig(benchmark="tiny", seeds=(1, 2), lambdas=(0.0, 0.1), epochs=2, stress_n=5)
-    kw = dict(out_root=root / "out", cache_dir=root / "cache", ckpt_root=root / "ckpt",
-              bench=tiny_benchmark(), encoder=BagOfWordsEncoder())
+    cfg = tiny_config(root)
+    kw = dict(workdir=root / "out", bench=tiny_benchmark(), encoder=BagOfWordsEncoder())
     res = run_benchmark(cfg, **kw)
     return cfg, kw, res, root
 
@@ -149,9 +157,9 @@ def test_outputs_written_and_rerun_skips(sweep_run, capsys):
 
 def test_variant_subset_trains_only_what_it_needs(sweep_run, tmp_path):
     _, kw, _, root = sweep_run
-    cfg = SweepConfig(benchmark="tiny", seeds=(1, 2), lambdas=(0.0, 0.1), epochs=2, stress_n=5,
-                      variants=("dense", "core_graph"), smoothing_benchmark=False, memory_budget=1 << 16)
-    res = run_benchmark(cfg, **{**kw, "out_root": tmp_path / "out"})
+    cfg = tiny_config(root, eval__variants=("dense", "core_graph"), eval__smoothing_benchmark=False,
+                      runtime__memory_budget=1 << 16)
+    res = run_benchmark(cfg, **{**kw, "workdir": tmp_path / "out"})
     assert list(res["main"]["test"]) == ["dense", "core_graph"]
     assert list(res["training"]) == ["core"]  # no λ-aware, core_plus or risk-only training
     assert list(res["lambda_sweep"]["test"]) == ["core_graph"] and res["edge_ablation"]["test"] == {}
@@ -169,3 +177,68 @@ def test_paper_keyword_selects_the_faithful_rows():
     assert all(v.faithful == (v.name in names) for v in VARIANTS)
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         select_variants(["nope"])
+
+
+def test_results_record_the_config_tree_and_the_run_key_ignores_non_result_leaves(sweep_run, capsys):
+    cfg, kw, res, root = sweep_run
+    saved = json.loads((root / "out" / "tiny" / "results.json").read_text())
+    assert saved["config"] == json.loads(json.dumps(cfg.to_dict()))  # the whole tree
+    assert saved["config"]["train"]["epochs"] == 2 and saved["config"]["eval"]["alpha"] == 0.2
+    capsys.readouterr()
+    again = run_benchmark(with_overrides(cfg, {"runtime.memory_budget": 1 << 20}), **kw)  # never changes results
+    assert "reusing your run" in capsys.readouterr().out and again["run_key"] == saved["run_key"]
+
+
+def test_set_from_the_command_line_reaches_results_and_the_computation(sweep_run, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from riskrank_jax.experiments import run as run_mod
+    from riskrank_jax.sweep import main
+
+    monkeypatch.setattr(run_mod, "load_benchmark", lambda name, data_dir=None: tiny_benchmark())
+    monkeypatch.setattr(run_mod, "load_encoder_lazily", lambda path=None: BagOfWordsEncoder())
+    args = ["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--checkpoint-dir",
+            str(tmp_path / "ckpt"), "--seeds", "1", "--seeds", "2", "--epochs", "2", "--variants", "dense",
+            "--variants", "core", "--no-bench", "--no-compile-cache", "--jobs", "1", "--set", "eval.lambdas=0,0.1",
+            "--set", "eval.stress_n=5", "--set", "eval.k=3"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    saved = json.loads((tmp_path / "out" / "demo" / "results.json").read_text())
+    assert saved["config"]["eval"]["k"] == 3 and saved["k"] == 3 and saved["lambdas"] == [0.0, 0.1]
+    assert saved["config"]["train"]["epochs"] == 2 and saved["config"]["risk_head"]["epochs"] == 6  # --epochs
+    assert saved["config"]["runtime"]["cache_dir"] == str(tmp_path / "cache")
+    # the "@5" metrics are computed at the cut-off k (their names keep "@5"): k = 3 changes the dense row
+    k5, k3 = sweep_run[2]["main"]["test"]["dense"], saved["main"]["test"]["dense"]
+    changed = {m for m in k5 if k3[m]["mean"] != k5[m]["mean"]}
+    assert set(k3) == set(k5) and changed and changed <= {"ndcg@5", "sndcg@5", "success@5", "rvr@5", "srr@5"}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("graph.alpha=0.3", "unknown config path 'graph.alpha'; did you mean eval.alpha?"),
+    ("train.epochs=five", "bad value for train.epochs: 'five' is not a valid int"),
+    ("eval.smoothing_benchmark=yes", "expected true or false"),
+    ("train.epochs", "expected PATH=VALUE"),
+    ("eval.variants=nope", "unknown variant 'nope'"),
+    ("risk_head.seed=3", "risk_head.seed cannot be set: the sweep trains one risk head per seed of `seeds`"),
+])
+def test_set_errors_are_usage_errors_naming_the_leaf(setting, message):
+    from click.testing import CliRunner
+
+    from riskrank_jax.sweep import main
+
+    r = CliRunner().invoke(main, ["--set", setting, "--show-config"])
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_show_config_prints_the_resolved_tree():
+    from click.testing import CliRunner
+
+    from riskrank_jax.sweep import main
+
+    r = CliRunner().invoke(main, ["--benchmark", "sealtools", "--show-config", "--k", "4", "--set",
+                                  "train.epochs=3", "--set", "graph.semantic_threshold=0.7"])
+    assert r.exit_code == 0, r.output
+    tree = json.loads(r.output)
+    assert tree["eval"]["alpha"] == 0.02 and tree["data"]["main_split"] == "test_in"  # default_config("sealtools")
+    assert tree["eval"]["k"] == 4 and tree["train"]["epochs"] == 3 and tree["graph"]["semantic_threshold"] == 0.7
+    assert tree["risk_head"]["epochs"] == 30  # --epochs not given: untouched

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from riskrank_jax.model import heads as model
-from riskrank_jax.model.train import (TrainConfig, build_triplets, lambda_run_from_plain, model_index,
+from riskrank_jax.model.train import (TrainConfig, TrainRun, build_triplets, lambda_run_from_plain, model_index,
                                 plain_config, train_models)
 
 N_TOOLS, N_Q, DIM, N_FOLDS = 60, 40, 16, 2
@@ -45,7 +45,7 @@ DATA = make_data()
 
 @pytest.fixture(scope="module")
 def full_run():
-    return train_models(*DATA, (1, 2), CFG, progress=False)
+    return train_models(*DATA, CFG, TrainRun((1, 2), progress=False))
 
 
 def _allclose_tree(a, b, atol):
@@ -129,7 +129,7 @@ def test_loss_decreases_and_shapes(full_run):
 
 
 def test_vmapped_model_equals_single_run(full_run):
-    single = train_models(*DATA, (2,), CFG, folds=(1,), progress=False)
+    single = train_models(*DATA, CFG, TrainRun((2,), folds=(1,), progress=False))
     m = full_run.find(2, 1)
     assert m == 3 and single.model_index == [{"seed": 2, "fold": 1}]
     _allclose_tree(jax.tree.map(lambda x: x[m], full_run.params), single.model_params(0), atol=1e-5)
@@ -140,14 +140,15 @@ def test_vmapped_model_equals_single_run(full_run):
 
 def test_best_epoch_is_argmin_heldout_and_keeps_those_params():
     cfg = TrainConfig(epochs=6, batch_size=16, hidden=16, lr=0.05)  # large step: held-out loss turns up
-    res = train_models(*DATA, (3,), cfg, progress=False)
+    res = train_models(*DATA, cfg, TrainRun((3,), progress=False))
     np.testing.assert_array_equal(res.best_epoch, np.argmin(res.heldout_loss, axis=1))
     early = [m for m in range(res.n_models) if res.best_epoch[m] < cfg.epochs - 1]
     assert early, f"no model peaked early: {res.heldout_loss}"
     m = early[0]
     b = int(res.best_epoch[m])
     # the same run stopped right after epoch b has that epoch's params as model m's best
-    short = train_models(*DATA, (3,), TrainConfig(epochs=b + 1, batch_size=16, hidden=16, lr=0.05), progress=False)
+    short = train_models(*DATA, TrainConfig(epochs=b + 1, batch_size=16, hidden=16, lr=0.05),
+                         TrainRun((3,), progress=False))
     assert short.best_epoch[m] == b
     np.testing.assert_array_equal(short.heldout_loss[m], res.heldout_loss[m, : b + 1])
     _allclose_tree(res.model_params(m), short.model_params(m), atol=0)
@@ -155,11 +156,11 @@ def test_best_epoch_is_argmin_heldout_and_keeps_those_params():
 
 def test_lambda_aware_axis():
     cfg = TrainConfig(epochs=2, batch_size=16, hidden=16, lambda_aware=True, lambdas=(0.0, 2.0))
-    res = train_models(*DATA, (1,), cfg, progress=False)
+    res = train_models(*DATA, cfg, TrainRun((1,), progress=False))
     assert res.n_models == 4
     assert [ix["lam"] for ix in res.model_index] == [0.0, 2.0, 0.0, 2.0]
     assert res.params["risk"]["V1"].shape == (4, DIM, 16)
-    plain = train_models(*DATA, (1,), TrainConfig(epochs=2, batch_size=16, hidden=16), progress=False)
+    plain = train_models(*DATA, TrainConfig(epochs=2, batch_size=16, hidden=16), TrainRun((1,), progress=False))
     # λ = 0 trains exactly the paper's loss; λ = 2 changes it
     _allclose_tree(res.model_params(0), plain.model_params(0), atol=1e-6)
     _allclose_tree(res.model_params(2), plain.model_params(1), atol=1e-6)
@@ -171,9 +172,9 @@ def test_lambda_run_from_plain_equals_training_every_lambda():
     every λ (model order, params, curves, best epochs), the λ ≠ 0 models bit for bit, the λ = 0 ones up to float
     rounding (same loss and random draws; XLA may sum the risk head's gradient in another order)."""
     full_cfg = TrainConfig(epochs=3, batch_size=16, hidden=16, lambda_aware=True, lambdas=(0.0, 0.5, 2.0))
-    full = train_models(*DATA, (1, 2), full_cfg, progress=False)
-    plain = train_models(*DATA, (1, 2), plain_config(full_cfg), progress=False)
-    rest = train_models(*DATA, (1, 2), dataclasses.replace(full_cfg, lambdas=(0.5, 2.0)), progress=False)
+    full = train_models(*DATA, full_cfg, TrainRun((1, 2), progress=False))
+    plain = train_models(*DATA, plain_config(full_cfg), TrainRun((1, 2), progress=False))
+    rest = train_models(*DATA, dataclasses.replace(full_cfg, lambdas=(0.5, 2.0)), TrainRun((1, 2), progress=False))
     merged = lambda_run_from_plain(plain, rest, full_cfg)
     assert merged.model_index == full.model_index and merged.config == full_cfg
     zero = np.array([ix["lam"] == 0.0 for ix in full.model_index])
@@ -194,7 +195,7 @@ def test_lambda_run_from_plain_equals_training_every_lambda():
 
 def test_interact_head_with_hard_negatives_trains():
     cfg = TrainConfig(epochs=3, batch_size=16, hidden=16, rel_features="interact", negatives="hard", hard_pool=10)
-    res = train_models(*DATA, (1,), cfg, progress=True)  # also exercises the tqdm bar
+    res = train_models(*DATA, cfg, TrainRun((1,), progress=True))  # also exercises the tqdm bar
     assert res.params["rel"]["W1"].shape == (2, 4 * DIM + 1, 16)
     assert np.all(res.train_loss[:, -1] < res.train_loss[:, 0])
     tools, queries, gold, _, _ = DATA
@@ -209,9 +210,9 @@ _SHARDED_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     sys.path.insert(0, {tests!r})
     from test_train import DATA, CFG
-    from riskrank_jax.model.train import train_models
+    from riskrank_jax.model.train import TrainRun, train_models
     assert len(jax.devices()) == 4, jax.devices()
-    res = train_models(*DATA, (1, 2, 3), CFG, folds=(1,), progress=False)
+    res = train_models(*DATA, CFG, TrainRun((1, 2, 3), folds=(1,), progress=False))
     out = {{"W1": np.asarray(res.params["rel"]["W1"]).tolist(), "V2": np.asarray(res.params["risk"]["V2"]).tolist(),
            "held": res.heldout_loss.tolist()}}
     print("RESULT" + json.dumps(out))
@@ -227,7 +228,7 @@ def test_sharded_over_four_host_devices_matches_one_device():
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
     sharded = json.loads(line[len("RESULT"):])
-    one = train_models(*DATA, (1, 2, 3), CFG, folds=(1,), progress=False)  # 3 models: padded to 4 there
+    one = train_models(*DATA, CFG, TrainRun((1, 2, 3), folds=(1,), progress=False))  # 3 models: padded to 4 there
     np.testing.assert_allclose(np.array(sharded["W1"]), np.asarray(one.params["rel"]["W1"]), atol=1e-6, rtol=0)
     np.testing.assert_allclose(np.array(sharded["V2"]), np.asarray(one.params["risk"]["V2"]), atol=1e-6, rtol=0)
     np.testing.assert_allclose(np.array(sharded["held"]), one.heldout_loss, atol=1e-6, rtol=0)

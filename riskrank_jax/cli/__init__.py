@@ -1,1 +1,8 @@
-"""cli."""
+"""The `riskrank-jax` command line: thin shells over the library, one subcommand per stage.
+
+    main.py     the click group and its subcommands (data, embed, train, evaluate-baseline, graph, registry, ...)
+    rank.py     `riskrank-jax rank` and `riskrank-jax fit` over your own tool registries
+    options.py  options shared with `python -m riskrank_jax.sweep`, spelled the same in both
+
+Why a separate folder on top: nothing below it parses arguments or prints, so the library stays callable.
+"""

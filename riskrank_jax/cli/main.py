@@ -1,4 +1,7 @@
-"""The `riskrank-jax` command line: a thin shell over the library's functions."""
+"""The `riskrank-jax` command line: a thin shell over the library's functions.
+
+Why thin: every command is a library call, so what the CLI prints a program can compute too.
+"""
 
 from __future__ import annotations
 

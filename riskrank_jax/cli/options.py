@@ -1,4 +1,7 @@
-"""Command-line options shared by `riskrank-jax` and `python -m riskrank_jax.sweep`, spelled the same in both."""
+"""Command-line options shared by `riskrank-jax` and `python -m riskrank_jax.sweep`, spelled the same in both.
+
+Why shared: one definition per option, so the two commands can never spell or parse it differently.
+"""
 
 from __future__ import annotations
 

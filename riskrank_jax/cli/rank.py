@@ -1,5 +1,8 @@
 """`riskrank-jax rank` and `riskrank-jax fit`: rank your own tool registry for queries, or fit a ranker to a
-log of (query, tools used). Thin shells over `Ranker.from_registry`, `explain` and `fit`."""
+log of (query, tools used). Thin shells over `Ranker.from_registry`, `explain` and `fit`.
+
+Why thin: the Ranker does the work, so `rank`, `fit` and a program rank the same way.
+"""
 
 from __future__ import annotations
 
@@ -37,9 +40,12 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
     skipped built-in tools are reported as `warning:` lines on stderr."""
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.paths import resolve_cache_dir
     from riskrank_jax.rank.ranker import Ranker
     from riskrank_jax.registry import load_registry
+    from riskrank_jax.runtime import compile_cache
 
+    compile_cache.enable(resolve_cache_dir(cache_dir))  # a later call over the same registry loads its programs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reg = load_registry(list(files))

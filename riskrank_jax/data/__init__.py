@@ -3,6 +3,13 @@
     from riskrank_jax.data import load_benchmark
     bench = load_benchmark("ultratool")          # or "sealtools", "demo"
     bench.tools.risk, bench.tests["test"].gold   # int32 [N], int32 [Q, G] (-1 padded)
+
+    types.py        ToolRegistry, QuerySet, Benchmark (the array conventions of the whole package)
+    ultratool.py    UltraTool's files and protocols; sealtools.py  Seal-Tools and the embedded demo
+    labels.py       the paper's released risk labels; permissions.py  the permission-keyword categories
+    jsonl.py        strict JSON / JSON Lines readers;  demo/  the embedded demo benchmark's files
+
+Why plain numpy arrays: every later stage (JAX or numpy) takes them as they are, with no conversion layer.
 """
 
 from __future__ import annotations

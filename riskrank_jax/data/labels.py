@@ -1,4 +1,7 @@
-"""The paper's released risk labels: `{tool_name: {"risk_level": 1..5 | null, "description": str}}`."""
+"""The paper's released risk labels: `{tool_name: {"risk_level": 1..5 | null, "description": str}}`.
+
+Why a module of its own: the paper's label files are the one source of every benchmark's risk levels.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@
 * ``permission_mask_words`` — the rule for user registries: the same keyword lists, matched on word
   boundaries, with plain English inflections ("deletes", "deleted", "deleting", "scripts"). Use this one
   for anything that is not a reproduction of the paper's tables.
+
+Why two rules: the reproduction must match the paper's substring rule, user registries need word boundaries.
 """
 
 from __future__ import annotations

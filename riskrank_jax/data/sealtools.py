@@ -2,6 +2,8 @@
 
 tool.jsonl: {"api_name", "api_description", "field", ...}; query files: {"id", "query", "calling": [{"api"}]}.
 Retrieval view (docs/data.md): query = `query`, gold = unique `calling[].api`, tool text = `api_description`.
+
+Why the demo shares it: one reader for one schema, so the demo exercises the real loader.
 """
 
 from __future__ import annotations

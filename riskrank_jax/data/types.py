@@ -5,6 +5,8 @@ Conventions used across the package:
   * ``perm_mask`` is bool [N, 5] over PERMISSION_CATEGORIES; ``perm_level`` = perm_mask.sum(-1);
   * gold sets are int32 [Q, G] padded with -1 (G = the largest gold set of the split);
   * embeddings are float32 [n, d], L2-normalised.
+
+Why plain arrays: JAX and numpy code take them as they are, with no conversion layer in between.
 """
 
 from __future__ import annotations

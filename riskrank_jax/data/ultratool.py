@@ -5,6 +5,8 @@
   carry a `tool` key, joined with single spaces; gold = the set of `reference[].tool`.
 * Training: `dev.json` (`question`, names in `tools`) when present; otherwise 5-fold cross-validation over
   the 1,000 test queries, training on the `question` and `tools` of the matching `test.json` record.
+
+Why protocols here: the split a model trains on is part of the data, decided once when loading.
 """
 
 from __future__ import annotations
@@ -37,6 +39,20 @@ def read_pool(label_file: Path) -> tuple[ToolRegistry, dict]:
     return ToolRegistry.build(names, descs, risk, source=str(label_file)), notes
 
 
+def gold_ids(items: list, list_key: str, name_key: str, index: dict[str, int], path: Path, line: int) -> list[int]:
+    """Pool ids of the tools that ``items`` (the list under ``list_key`` of one record) name under ``name_key``, in
+    order, each once; a malformed item or a name outside the pool is a DataError at path:line."""
+    ids: list[int] = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get(name_key), str):
+            raise DataError(f"each '{list_key}' item needs a string '{name_key}'", path, line)
+        if item[name_key] not in index:
+            raise DataError(f"gold tool '{item[name_key]}' is not in the tool pool", path, line)
+        if index[item[name_key]] not in ids:
+            ids.append(index[item[name_key]])
+    return ids
+
+
 def read_tool_usage(path: Path, index: dict[str, int]) -> tuple[QuerySet, list[str]]:
     """Rebuild the step queries; also return each record's `question` (to align with test.json)."""
     ids, texts, gold, questions = [], [], [], []
@@ -52,14 +68,7 @@ def read_tool_usage(path: Path, index: dict[str, int]) -> tuple[QuerySet, list[s
         text = " ".join(parts).strip()
         if not text:
             raise DataError("no 'input' step carries a 'tool' key, so the query is empty", path, line)
-        g: list[int] = []
-        for ref in reference:
-            if not isinstance(ref, dict) or not isinstance(ref.get("tool"), str):
-                raise DataError("each 'reference' item needs a string 'tool'", path, line)
-            if ref["tool"] not in index:
-                raise DataError(f"gold tool '{ref['tool']}' is not in the tool pool", path, line)
-            if index[ref["tool"]] not in g:
-                g.append(index[ref["tool"]])
+        g = gold_ids(reference, "reference", "tool", index, path, line)
         if not g:
             raise DataError("no gold tool in 'reference'", path, line)
         ids.append(f"ultratool-test-{len(ids)}")
@@ -77,14 +86,7 @@ def read_question_file(path: Path, index: dict[str, int], prefix: str) -> QueryS
     for line, rec in read_jsonl(path):
         text = require(rec, "question", path, line).strip()
         tools = require(rec, "tools", path, line, list)
-        g: list[int] = []
-        for t in tools:
-            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-                raise DataError("each 'tools' item needs a string 'name'", path, line)
-            if t["name"] not in index:
-                raise DataError(f"gold tool '{t['name']}' is not in the tool pool", path, line)
-            if index[t["name"]] not in g:
-                g.append(index[t["name"]])
+        g = gold_ids(tools, "tools", "name", index, path, line)
         if not g:
             raise DataError("record has no tool in 'tools'", path, line)
         ids.append(f"{prefix}-{len(ids)}")

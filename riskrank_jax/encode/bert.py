@@ -4,11 +4,13 @@ A batch is int32 arrays of shape [B, R] (B rows of R tokens): `input_ids`, `posi
 positions restart at 0) and `segment_ids` (1..S for the texts of a row, in row order; 0 for padding).
 Attention is block-diagonal: a token attends to the keys of its own segment only, so a text's hidden
 states are those of the text run alone (up to float rounding; see riskrank_jax/encode/encoder.py for the
-measured bit-level behaviour). The layer maths is transformers' BertModel (post-LayerNorm, token type 0,
+bit-level behaviour). The layer maths is transformers' BertModel (post-LayerNorm, token type 0,
 the activation named by the config, exact-erf GELU for "gelu"); Q, K and V run as one fused matmul.
 
 `pack_params(flax_params, config)` turns FlaxBertModel's parameter tree into the flat, fused form
 `packed_hidden` reads; `pool_segments` gives each segment's pooled vector.
+
+Why packed rows: several short texts share one row, so almost no compute goes to padding.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ Layout (under `paths.resolve_cache_dir()`):
   encoded again.
 - When a model's directory holds more than `max_shards` shards, the ones this process has read are merged
   into one (new shards written meanwhile by other processes are left alone).
+
+Why keyed by the exact text and the encoder id: a cached vector can never be stale or another model's.
 """
 
 from __future__ import annotations

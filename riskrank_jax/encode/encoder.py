@@ -25,12 +25,13 @@ length R, the last batch filled with empty rows. So one Encoder compiles at most
 axis is sharded over all `jax.devices()` with a NamedSharding over a 1-D mesh ("data"); the weights are
 replicated. Float32 matmuls run at "highest" precision by default so that GPU/TPU results match CPU.
 
-Batch independence (measured on x86 CPU, XLA with 2 threads, all-MiniLM-L6-v2): a text's vector is
-bit-identical whatever other texts share its batch or row, its row, its place in the row and the batch's
-T (512 or 1,024 tokens), because a text's row length depends on its own token count only and the
-arithmetic on its tokens does not depend on where they sit. One measured departure is designed out: the
-softmax denominator summed as a reduction over the row changed with the text's offset (up to 1.3e-7 for
-texts over 32 tokens), so it is computed as a matmul column instead (see packed_bert.py).
+Batch independence: a text's vector is bit-identical whatever other texts share its batch or row, its row,
+its place in the row and the batch's T, because a text's row length depends on its own token count only and
+the arithmetic on its tokens does not depend on where they sit; the softmax denominator, which as a reduction
+over the row changed with the text's offset, is computed as a matmul column instead (riskrank_jax/encode/bert.py).
+The conditions this was checked under are in docs/performance.md ("Encoding").
+
+Why packed rows of one fixed token count: almost no compute goes to padding, and at most two programs compile.
 """
 
 from __future__ import annotations
@@ -431,8 +432,9 @@ class Encoder:
         hidden = packed_hidden(params, input_ids, position_ids, segment_ids, self._shape)
         pooled = pool_segments(hidden, segment_ids, self.segments_per_row(input_ids.shape[1]), self.pooling)
         if self.normalize:
-            norm = jnp.linalg.norm(pooled, axis=-1, keepdims=True)
-            pooled = pooled / jnp.maximum(norm, 1e-12)
+            from riskrank_jax.scoring import l2_normalise
+
+            pooled = l2_normalise(pooled)
         return pooled.astype(jnp.float32)
 
     def _executable(self, batch: int, length: int):
@@ -602,8 +604,8 @@ class LazyEncoder:
     """The default encoder (or a local model directory) that loads itself on its first ``encode`` call.
 
     ``model_id`` and ``dim`` come from the model's files, without transformers, the tokenizer or the weights, so a
-    run whose embeddings are all cached never pays for loading them (measured on a 2-core CPU: 10.2 s with torch
-    installed, which transformers then imports, 4.6 s without). Build it with ``load_encoder_lazily``; the loaded
+    run whose embeddings are all cached never pays for loading them (seconds per process: docs/performance.md,
+    "Encoding"). Build it with ``load_encoder_lazily``; the loaded
     encoder's id is checked against the one given out."""
 
     def __init__(self, name_or_path, model_id: str, dim: int):

@@ -1,11 +1,16 @@
-"""Experiment orchestration: the declared variants, the sweep over them, its report and throughput measurement.
+"""The experiments: the declared variants, the sweep over them, its report and its measurements.
 
-    riskrank_jax.experiments.variants    every evaluated variant as a ``Variant`` record (the one list)
-    riskrank_jax.experiments.run       ``python -m riskrank_jax.sweep``: train, build graphs, evaluate, report
-    riskrank_jax.experiments.evaluate    rankings and metrics of variants on one split (seeds x λ at once)
-    riskrank_jax.experiments.stages      embedding, training runs, timed stages with peak memory
-    riskrank_jax.experiments.report      results.json and tables.md (calls figures)
-    riskrank_jax.experiments.figures     lambda_sweep.png, tradeoff.png, pareto.png (one colour per family)
-    riskrank_jax.experiments.transfer    risk-head transfer across registries -> risk_transfer.{json,md}
-    riskrank_jax.experiments.throughput  smoothing throughput (message passing vs scipy vs dense)
+    variants.py    every evaluated variant as a ``Variant`` record (the one list)
+    run.py         the sweep of one benchmark (``run_benchmark``: embed, train, build graphs, evaluate, report)
+                   and of several (``run_tasks``); its command line is ``riskrank_jax/sweep.py``
+    config.py      the sweep's configuration tree, one ``SweepConfig`` per benchmark (``--set PATH=VALUE``)
+    jobs.py        several benchmarks side by side, one pinned worker process each (``--jobs``)
+    stages.py      embedding, training runs, timed stages with peak memory
+    beyond.py      the beyond-paper families' steps (hybrid first stages, correction reranker, risk budget)
+    evaluate.py    rankings and metrics of variants on one split (seeds x λ at once)
+    report.py      results.json and tables.md (calls figures.py: lambda_sweep, tradeoff, pareto PNGs)
+    transfer.py    risk-head transfer across registries -> risk_transfer.{json,md}
+    throughput.py  smoothing throughput (message passing vs scipy vs dense)
+
+Why variants are data: adding a row to the tables touches variants.py only, and the sweep is a loop over them.
 """

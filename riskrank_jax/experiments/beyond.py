@@ -5,6 +5,8 @@ budget) that the sweep runs next to the paper's.
     models = fit_rerankers(bench, emb, fs, seeds)     # RerankModels (every seed x fold)
     pq = budget_per_query(ev, chosen, family, ...)    # per-query test metrics at each budget's λ
     section = risk_budget_section(chosen, pq)         # results.json "risk_budget" for one split
+
+Why apart from run.py: the beyond-paper families add steps the paper's rows do not need.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     pq, grid_pq = ev.metrics(variant)   # {metric: [S, Q]}, and {λ: {metric: [S, Q]}} for λ-sweep variants
 
 A variant's scores flow through the pipeline stages the ``Ranker`` uses (``scoring.penalise``,
-``pipeline.smooth_per_fold``, candidates, ``scoring.rank_order``, the rule filter), with the seeds (and,
+``rank.stacked.smooth_per_fold``, candidates, ``scoring.rank_order``, the rule filter), with the seeds (and,
 for λ-sweep variants, the λ grid) as leading axes. Shared intermediate results (a run's head scores, a
 penalised grid, a pre-filter ranking) are computed once per split; variants with the same ``spec()``
 share their metrics.
@@ -14,6 +14,8 @@ Memory and compilation: ``evaluate_split`` (the sweep) runs a SplitEvaluation pe
 the memory budget, and every stage after scoring (smoothing, ranking, rule filter, metrics) runs per
 [Q, N] slice of the λ / seed axes (``per_slice``); with chunks padded to a multiple of ``CHUNK_STEP`` each
 jitted stage compiles for one shape. Per-query results do not depend on the chunking.
+
+Why seeds and λ as leading axes: one call scores a whole grid, and shared intermediates are computed once.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import with_edge_types
 from riskrank_jax.retrieve.hybrid import fuse
 from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
+from riskrank_jax.runtime.memory import balanced_step, units_per_step
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
@@ -47,7 +50,7 @@ def per_slice(fn, *arrays):
     """``fn`` over the [Q, X] slices of arrays [..., Q, X] (leading axes broadcast), stacked back to
     [..., Q, Y]: every jitted stage sees one shape per query chunk, whatever the variant's λ / seed axes.
     On the CPU backend the slicing and stacking run in numpy (outputs are numpy), so no eager slice, reshape or
-    stack program is compiled for each shape (UltraTool's evaluation compiled 37 of them, 1.7 s)."""
+    stack program is compiled for each shape (docs/performance.md, "Evaluation")."""
     xp = np if host_sorts() else jnp
     arrays = [xp.asarray(a) for a in arrays]
     lead = xp.broadcast_shapes(*(a.shape[:-2] for a in arrays))
@@ -58,7 +61,7 @@ def per_slice(fn, *arrays):
 
 def host_sorts() -> bool:
     """Whether rankings are sorted by numpy on the host (the CPU backend, where XLA's sort of (score, index)
-    pairs is ~15x slower than ``rank_order_host``) rather than by XLA (accelerators)."""
+    pairs is much slower than ``rank_order_host``) rather than by XLA (accelerators)."""
     return jax.default_backend() == "cpu"
 
 
@@ -117,10 +120,13 @@ class EvalSettings:
     n_candidates: int
     n_seeds: int
     memory_budget: int
+    risk_cap: int = 1  # the rule filter's caps (``rank.rule_filter``)
+    perm_cap: int = 2
+    sim_threshold: float = 0.9
 
 
 def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_budget: int):
-    """``pipeline.model_scores`` (rel [S, Q, N], risk [S, Q|1, N]), each fold's queries padded to a multiple of
+    """``rank.stacked.model_scores`` (rel [S, Q, N], risk [S, Q|1, N]), each fold's queries padded to a multiple of
     ``CHUNK_STEP`` so that every fold and query chunk reuses one compiled shape."""
     n_folds = jax.tree.leaves(params)[0].shape[0] // n_seeds
     if n_folds == 1:
@@ -282,8 +288,9 @@ class SplitEvaluation:
         return full_rankings(candidate_ranking, self.first_stage_ranking(v))
 
     def _rule(self, ranking):
+        caps = dict(risk_cap=self.s.risk_cap, perm_cap=self.s.perm_cap, sim_threshold=self.s.sim_threshold)
         return per_slice(lambda r: P.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
-                                                       k=self.s.k), ranking)
+                                                       k=self.s.k, **caps), ranking)
 
     def ranking(self, v):
         """int32 [L, S, Q, N] (λ-sweep variants) or [S, Q, N]; baselines have S = 1."""
@@ -406,13 +413,9 @@ def rows_per_query(variants, s: EvalSettings) -> int:
 def queries_per_chunk(n_queries: int, n_tools: int, rows: int, budget: int) -> int:
     """Queries per chunk so that chunk x rows x tools x 4 bytes <= budget (at least 1): the chunks about equal,
     rounded up to a multiple of ``CHUNK_STEP`` (the last chunk is padded) unless the budget allows fewer."""
-    per_query = max(1, 4 * n_tools * rows)
-    c_max = int(max(1, budget // per_query))
-    if c_max >= CHUNK_STEP:
-        c_max -= c_max % CHUNK_STEP
-    n_chunks = max(1, -(-n_queries // c_max))
-    c = max(1, -(-n_queries // n_chunks))
-    return min(c_max, -(-c // CHUNK_STEP) * CHUNK_STEP) if c_max >= CHUNK_STEP else c
+    c_max = units_per_step(4 * n_tools * rows, budget)
+    step = CHUNK_STEP if c_max >= CHUNK_STEP else 1
+    return balanced_step(n_queries, c_max - c_max % step, step)
 
 
 def map_query_chunks(fn, x: SplitInputs, chunk: int):

@@ -4,6 +4,8 @@ Every figure gives one colour per variant family (``res["variant_families"]``, e
 ``family``, else the name up to its first underscore) and, inside a family, one marker and line style per
 variant; a legend outside the axes names them all; text labels are placed only where they overlap nothing
 (``place_labels``); files are saved with ``bbox_inches="tight"`` so nothing is clipped.
+
+Why one colour per family: a variant and its graph / rule-filter versions read as one line of work.
 """
 
 from __future__ import annotations

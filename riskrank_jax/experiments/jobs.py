@@ -9,10 +9,7 @@ programs leave the second core idle for a good part of each stage.
 Each worker slot is pinned to its own share of the CPUs (``cpus.split_cpus``; on a 2-core CPU, one core each), so
 its XLA and numpy thread pools have that many threads. Unpinned, two workers with two threads each competed for
 both cores: XLA's parallel kernels wait for their slowest thread, and that thread was often descheduled for the
-other process. ``--benchmark all`` (cached embeddings, empty compilation caches, 2-core CPU): 439 s one after
-another in one process and 341 s with two pinned workers in one measurement (2026-11-30; 248 s on 2026-12-01, after
-that day's changes, 356 s one after another); two unpinned workers took 438 s at an earlier one. One UltraTool
-training epoch alone takes 1.5 s on two threads for 2.7 CPU-seconds, and 1.85 s on one core.
+other process. The sweep times of each arrangement are in docs/performance.md ("Whole sweeps").
 
 Results do not change: each worker runs the same programs on the same inputs, and the sweep's arithmetic does not
 depend on the thread count (checked: every results.json value of a pinned run equals the one-process run's). Memory:

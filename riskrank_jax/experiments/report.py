@@ -1,6 +1,9 @@
 """Turn a sweep's results dict into results.json, tables.md (ours beside the paper's) and PNG figures.
 
-Rows, their notes and the paper's numbers come from the declared variants (``experiments.variants``)."""
+Rows, their notes and the paper's numbers come from the declared variants (``experiments.variants``).
+
+Why from the declared variants: a table row and its paper number cannot drift apart.
+"""
 
 from __future__ import annotations
 

@@ -1,19 +1,19 @@
-"""`python -m riskrank_jax.sweep`: the paper's experiments (and the beyond-paper variants) in one run.
+"""The sweep of one benchmark (``run_benchmark``) and of several (``run_tasks``): the paper's experiments and the
+beyond-paper variants in one run; the command line is ``riskrank_jax.sweep``.
 
-For each benchmark: embed every text once (cached), train each training run the selected variants need in
-one vmapped program (checkpoints reused), build the ToolGraph(s), then evaluate the declared variants
-(``experiments.variants``) with the evaluation vectorised over queries, seeds and λ values. Writes
+What a sweep computes is one ``experiments.config.SweepConfig`` tree. For each benchmark: embed every text
+once (cached), train each training run the selected variants need in one vmapped program (checkpoints reused),
+build the ToolGraph(s), then evaluate the declared variants (``experiments.variants``) with the evaluation
+vectorised over queries, seeds and λ values. Built as one config tree in, one results tree out, so that a run is
+reproduced from its results.json "config" alone. Writes
 <out>/<benchmark>/{results.json, tables.md, lambda_sweep.png, tradeoff.png, pareto.png}.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
-import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -24,14 +24,13 @@ import numpy as np
 from riskrank_jax.runtime import compile_cache
 from riskrank_jax.graph import tool_graph as graph_lib
 from riskrank_jax.model import heads as model_lib
-from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
-                                      seeds_option)
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
 from riskrank_jax.encode.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
-from riskrank_jax.experiments.jobs import default_jobs, run_in_workers
+from riskrank_jax.experiments.config import SweepConfig
+from riskrank_jax.experiments.jobs import run_in_workers
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
                                                queries_per_chunk, reduce_queries, rows_per_query,
@@ -40,15 +39,12 @@ from riskrank_jax.experiments.stages import (StageLog, embed_all, short_hash, tr
                                              training_summary)
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
-from riskrank_jax.paths import REFERENCE_RESULTS_DIR, default_checkpoint_dir, resolve_cache_dir, resolve_runs_dir
-from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
 from riskrank_jax.model.rerank import RerankConfig
-from riskrank_jax.model.train import RiskHeadConfig, TrainConfig, plain_config, train_risk_heads
+from riskrank_jax.model.risk_head import RiskHeadConfig, train_risk_heads
+from riskrank_jax.model.train import TrainConfig, plain_config
 
 ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
-BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")
-DEFAULT_ALPHA = {"ultratool": 0.2, "sealtools": 0.02, "demo": 0.2}
-MAIN_SPLIT = {"ultratool": "test", "sealtools": "test_in", "demo": "test"}
 RESULTS_VERSION = 2
 # results.json "reproducibility": what a rerun of the same configuration may differ by (measured, see how_measured)
 REPRODUCIBILITY = {
@@ -60,35 +56,6 @@ REPRODUCIBILITY = {
                     "RVR@5 0.0013 on the demo benchmark; tests/test_reproducibility.py reruns the demo from "
                     "empty caches and compares with the committed results within this tolerance",
 }
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """What one sweep over one benchmark computes. ``variants``: names (or "paper"); () = all declared."""
-
-    benchmark: str = "demo"
-    seeds: tuple[int, ...] = (42, 123, 777)
-    lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
-    main_lambda: float = 0.1
-    alpha: float | None = None  # None: the per-benchmark value of DEFAULT_ALPHA
-    k: int = 5
-    n_candidates: int = 100
-    stress_n: int = 30
-    encoder: str | None = None
-    variants: tuple[str, ...] = ()
-    smoothing_benchmark: bool = True
-    epochs: int = 10  # the paper's value; lower only for smoke tests
-    memory_budget: int = DEFAULT_MEMORY_BUDGET  # bytes; does not change results
-
-    @property
-    def alpha_value(self) -> float:
-        return DEFAULT_ALPHA.get(self.benchmark, 0.2) if self.alpha is None else float(self.alpha)
-
-    def key(self) -> dict:
-        """The fields results depend on (everything but the memory budget)."""
-        d = dataclasses.asdict(self)
-        d.pop("memory_budget")
-        return d
 
 
 # ---------------------------------------------------------------------------------------------- stages
@@ -104,19 +71,19 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
     for name, run in TRAINING_RUNS.items():
         if name not in needed:
             continue
-        run_cfg = run.make(cfg.epochs, tuple(cfg.lambdas), bench.tools.size)
+        run_cfg = run.make(cfg, bench.tools.size)
         if isinstance(run_cfg, RerankConfig):
             runs[name] = log.run(f"train {run.label}", beyond.fit_rerankers, bench, emb, runs["first_stages"],
-                                 cfg.seeds, run_cfg, memory_budget=cfg.memory_budget)
+                                 cfg.seeds, run_cfg, memory_budget=cfg.runtime.memory_budget)
         elif isinstance(run_cfg, RiskHeadConfig):
             runs[name] = log.run(f"train {run.label}", risk_only_scores, emb["tools"], bench.tools.risk, cfg.seeds,
                                  run_cfg)
         elif reuses_plain_run(run_cfg, runs.get("core")):  # its λ = 0 models are the core run's
             runs[name] = log.run(f"train {run.label}", train_lambda_run, bench, emb, cfg.seeds, run_cfg,
-                                 runs["core"], name, encoder_id, ckpt_root, memory_budget=cfg.memory_budget)
+                                 runs["core"], name, encoder_id, ckpt_root, memory_budget=cfg.runtime.memory_budget)
         else:
             runs[name] = log.run(f"train {run.label}", train_run, bench, emb, cfg.seeds, run_cfg, name, encoder_id,
-                                 ckpt_root, memory_budget=cfg.memory_budget)
+                                 ckpt_root, memory_budget=cfg.runtime.memory_budget)
     return runs
 
 
@@ -138,15 +105,15 @@ def risk_only_scores(t_emb, risk, seeds, config: RiskHeadConfig) -> np.ndarray:
     return np.asarray(jax.jit(jax.vmap(model_lib.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
 
 
-def build_graphs(bench, emb) -> dict[str, list]:
+def build_graphs(bench, emb, config: graph_lib.GraphConfig = graph_lib.GraphConfig()) -> dict[str, list]:
     """{"train": one ToolGraph per fold (co-occurrence from its training queries), "registry": [graph without
-    co-occurrence edges]}."""
+    co-occurrence edges]}, both built with ``config``."""
     tools = bench.tools
     fold_graphs = graph_lib.build_fold_graphs(emb["tools"], tools.perm_mask, tools.risk, bench.train.gold,
-                                              bench.train_fold_mask)
+                                              bench.train_fold_mask, config)
     empty_gold = np.full((1, 1), -1, np.int32)
     return {"train": fold_graphs,
-            "registry": [graph_lib.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold)]}
+            "registry": [graph_lib.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold, config)]}
 
 
 def budget_lambdas(cfg: SweepConfig, bench, emb, runs, variants) -> dict:
@@ -168,9 +135,11 @@ def split_inputs(bench, emb, split) -> SplitInputs:
 def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, budgets=None) -> dict:
     """Every section of results.json for one split: main, context, lambda_sweep, edge_ablation, stress and
     (with ``budgets``, {family: chosen λs}) risk_budget. Queries are evaluated in chunks sized so the
-    evaluation's intermediates stay within ``cfg.memory_budget`` bytes (results do not depend on it)."""
-    settings = EvalSettings(tuple(cfg.lambdas), cfg.main_lambda, cfg.alpha_value, cfg.k, cfg.n_candidates,
-                            len(cfg.seeds), cfg.memory_budget)
+    evaluation's intermediates stay within ``cfg.runtime.memory_budget`` bytes (results do not depend on it)."""
+    ev_cfg, memory_budget = cfg.eval, cfg.runtime.memory_budget
+    settings = EvalSettings(tuple(ev_cfg.lambdas), ev_cfg.main_lambda, float(ev_cfg.alpha), ev_cfg.k,
+                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, risk_cap=cfg.rank.risk_cap,
+                            perm_cap=cfg.rank.perm_cap, sim_threshold=cfg.rank.sim_threshold)
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
     budgets = budgets or {}
@@ -183,7 +152,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
                                          bench.n_folds) for row, chosen in budgets.items()}
 
     chunk = queries_per_chunk(inputs.q_emb.shape[0], inputs.t_emb.shape[0], rows_per_query(variants, settings),
-                              cfg.memory_budget)
+                              memory_budget)
     per_variant, budget_pq = map_query_chunks(one_chunk, inputs, chunk)
     pq, sweeps, edges = {}, {}, {}
     for v in variants:
@@ -198,7 +167,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
     main = {v: pick(r, RESULT_METRICS) for v, r in reduced.items()}
     qs = bench.tests[split]
     idx, rule_text = select_stress_queries(dense_top(inputs.first["dense", "description"]), qs.gold, bench.tools.risk,
-                                           cfg.stress_n)
+                                           ev_cfg.stress_n)
     stress_rows = [v.name for v in variants if "stress" in v.tables and v.name in pq]
     return {
         "main": main,
@@ -219,9 +188,9 @@ def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> di
     graph_stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs["train"]]
     return {
         "benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id,
-        "seeds": list(cfg.seeds), "lambdas": list(cfg.lambdas), "main_lambda": cfg.main_lambda,
-        "alpha": cfg.alpha_value, "k": cfg.k, "n_candidates": cfg.n_candidates,
-        "main_split": MAIN_SPLIT.get(bench.name), "splits": {s: q.size for s, q in bench.tests.items()},
+        "seeds": list(cfg.seeds), "lambdas": list(cfg.eval.lambdas), "main_lambda": cfg.eval.main_lambda,
+        "alpha": float(cfg.eval.alpha), "k": cfg.eval.k, "n_candidates": cfg.eval.n_candidates,
+        "main_split": cfg.data.main_split, "splits": {s: q.size for s, q in bench.tests.items()},
         "graph": graph_stats[0] if len(graph_stats) == 1 else {"per_fold": graph_stats},
         "training": {name: training_summary(r) for name, r in runs.items() if hasattr(r, "model_index")},
         "hybrid_weights": {k: np.asarray(w).tolist() for k, w in runs.get("hybrid_weights", {}).items()},
@@ -257,32 +226,34 @@ def _finish(res: dict, out_dir: Path, reused: bool, seconds: float, report_to) -
     return res
 
 
-def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=None, ckpt_root: Path,
-                  force: bool = False, bench=None, encoder=None, encoder_loader=load_encoder_lazily,
-                  report_to=click.echo, side_by_side: bool = False) -> dict:
-    """Run every stage for one benchmark, write its outputs under <out_root>/<benchmark>/ and print its main
-    table (its closing lines go to ``report_to``; stage lines always go to stderr). ``side_by_side``: other
-    benchmarks run at the same time (``--jobs``), recorded in results.json because the CPU was shared while its
-    timings and smoothing throughput were measured. Without ``force``, a results.json there with the same run key
-    (configuration, data, encoder, variants) is reused and said so. `bench` / `encoder` may be given directly
-    (tests inject a tiny benchmark and a fake encoder); otherwise they are loaded by name (the encoder by
-    ``encoder_loader``, by default ``load_encoder_lazily``: its weights and tokenizer are loaded only when a text is
-    missing from the embedding cache; a run in turn over several benchmarks shares one)."""
+def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench=None, encoder=None,
+                  encoder_loader=load_encoder_lazily, report_to=click.echo, side_by_side: bool = False) -> dict:
+    """Run every stage of the sweep ``cfg`` (which determines every result) for its benchmark, write its outputs
+    under <workdir>/<benchmark>/ and print its main table (its closing lines go to ``report_to``; stage lines
+    always go to stderr). ``side_by_side``: other benchmarks run at the same time (``--jobs``), recorded in
+    results.json because the CPU was shared while its timings and smoothing throughput were measured. Without
+    ``force``, a results.json there with the same run key (the config minus its non-result leaves, data, encoder,
+    variants) is reused and said so. `bench` / `encoder` may be given directly (tests inject a tiny benchmark and
+    a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, by default
+    ``load_encoder_lazily``: its weights and tokenizer are loaded only when a text is missing from the embedding
+    cache; a run in turn over several benchmarks shares one)."""
     t0 = time.perf_counter()
     log = StageLog(cfg.benchmark)
-    out_dir = Path(out_root) / cfg.benchmark
-    bench = bench if bench is not None else log.run("load data", load_benchmark, cfg.benchmark, data_dir)
-    encoder = encoder if encoder is not None else log.run("load encoder", encoder_loader, cfg.encoder)
-    variants = select_variants(cfg.variants)
-    emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(cache_dir),
+    out_dir = Path(workdir) / cfg.benchmark
+    rt = cfg.runtime
+    ckpt_root = Path(rt.checkpoint_dir).resolve() if rt.checkpoint_dir else default_checkpoint_dir()
+    bench = bench if bench is not None else log.run("load data", load_benchmark, cfg.benchmark, cfg.data.data_dir)
+    encoder = encoder if encoder is not None else log.run("load encoder", encoder_loader, cfg.encoder.path)
+    variants = select_variants(cfg.eval.variants)
+    emb = log.run("embed (cached)", embed_all, bench, encoder, EmbeddingCache(rt.cache_dir),
                   named=uses_first_stages(variants))
-    run_key = short_hash([cfg.key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
+    run_key = short_hash([cfg.result_key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
                           [v.spec() for v in variants]])
     if not force and (prev := _previous_results(out_dir / "results.json", run_key)) is not None:
         return _finish(prev, out_dir, True, time.perf_counter() - t0, report_to)
 
     runs = train_all(cfg, log, bench, emb, variants, encoder.model_id, ckpt_root)
-    graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb)
+    graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb, cfg.graph)
     results = results_header(cfg, bench, encoder.model_id, graphs, runs)
     results["variant_families"] = {v.name: v.family for v in variants}
     budgets = log.run("choose λ per risk budget", budget_lambdas, cfg, bench, emb, runs, variants)
@@ -293,89 +264,28 @@ def run_benchmark(cfg: SweepConfig, *, data_dir=None, out_root: Path, cache_dir=
             results[name][split] = value
         results.setdefault("recommendation", {})[split] = beyond.recommendation(results["main"][split],
                                                                                  results["variant_families"])
-    if cfg.smoothing_benchmark:
+    if cfg.eval.smoothing_benchmark:
         results["smoothing_throughput"] = log.run(
             "smoothing throughput benchmark", smoothing_throughput, graphs["train"][0],
-            n_queries=next(iter(bench.tests.values())).size, n_candidates=min(cfg.n_candidates, bench.tools.size))
+            n_queries=next(iter(bench.tests.values())).size,
+            n_candidates=min(cfg.eval.n_candidates, bench.tools.size))
     results.update(device=f"{jax.devices()[0].platform} x{jax.device_count()}", side_by_side=side_by_side,
-                   timings=log.timings, peak_rss_mb=log.peak_rss_mb, memory_budget=cfg.memory_budget, run_key=run_key,
-                   reproducibility=REPRODUCIBILITY,
+                   timings=log.timings, peak_rss_mb=log.peak_rss_mb, memory_budget=rt.memory_budget, run_key=run_key,
+                   config=cfg.to_dict(), reproducibility=REPRODUCIBILITY,
                    finished_at=datetime.now().astimezone().isoformat(timespec="seconds"))
     click.echo(f"[{cfg.benchmark}] write results to {out_dir} ...", err=True)
     report.write_outputs(results, out_dir)
     return _finish(results, out_dir, False, time.perf_counter() - t0, report_to)
 
 
-# ---------------------------------------------------------------------------------------------- CLI
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
-              show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
-              "ultratool sealtools); 'all' = demo ultratool sealtools. Several run side by side in worker "
-              "processes (see --jobs).")
-@click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
-              "(default: the embedded all-MiniLM-L6-v2).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Results root; each benchmark writes <DIR>/<benchmark>/ (default: $RISKRANK_RUNS, else runs/ "
-                   "at the repository root).")
-@click.option("--update-reference", is_flag=True, help="Write into experiments/results/ (the committed reference "
-              "results) instead, recomputing them; for maintainers.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory.")
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
-              help="Checkpoint root (default: checkpoints/).")
-@seeds_option
-@click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
-              help="λ grid of the λ sweep (space-separated after one --lambdas).")
-@click.option("--main-lambda", type=float, default=0.1, show_default=True, help="λ of the main tables.")
-@click.option("--alpha", type=float, default=None, help="Smoothing α (default: 0.2 UltraTool/demo, 0.02 Seal-Tools).")
-@click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics and the rule filter.")
-@click.option("--epochs", type=int, default=10, show_default=True, help="Training epochs (the paper uses 10).")
-@click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
-              help="Evaluate only these variants (space-separated; 'paper' = the paper's rows). Default: all; "
-                   "see riskrank_jax/experiments/variants.py.")
-@click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants.")
-@memory_budget_option
-@click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark.")
-@click.option("--force", is_flag=True, help="Recompute even when the output directory holds your earlier run of the "
-              "same configuration (otherwise reused, and said so).")
-@click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
-              "(kept by default: a later sweep loads them instead of compiling, same results).")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Benchmarks run at once, each in a worker process pinned to its share of the CPUs (default: 2 "
-                   "when several are asked for on a CPU with 2+ cores; 1 with a JAX GPU/TPU plugin). 1 runs them in "
-                   "turn in this process. Same results either way; peak memory adds up over concurrent benchmarks.")
-def main(benchmarks, encoder, data_dir, out_dir, update_reference, cache_dir, checkpoint_dir, seeds, lambdas,
-         main_lambda, alpha, k, epochs, variant_names, no_extras, memory_budget, no_bench, force, no_compile_cache,
-         jobs):
-    """Reproduce the paper's tables (and the beyond-paper variants) in one run.
-
-    Embeds every text once (cached), trains every model of a training run in one vmapped program (checkpoints
-    reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds; writes results.json,
-    tables.md and figures under runs/<benchmark>/ (or --out DIR), prints the main table and where it wrote.
-    Several benchmarks run side by side (--jobs). experiments/results/ changes only with --update-reference."""
-    names = checked_variant_names(variant_names, no_extras)
-    out_root = output_root(out_dir, update_reference)
-    ckpt_root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
-    shared = dict(data_dir=data_dir, out_root=out_root, cache_dir=cache_dir, ckpt_root=ckpt_root,
-                  force=force or update_reference)
-    tasks = [(SweepConfig(benchmark=name, seeds=seeds, lambdas=tuple(lambdas), main_lambda=main_lambda, alpha=alpha,
-                          k=k, encoder=encoder, variants=names, smoothing_benchmark=not no_bench, epochs=epochs,
-                          memory_budget=memory_budget), shared) for name in expand_benchmarks(benchmarks)]
-    errors = run_tasks(tasks, jobs or default_jobs(len(tasks)), cache_dir, keep_compiled=not no_compile_cache)
-    for message in errors:
-        click.echo(f"error: {message}", err=True)
-    if errors:
-        sys.exit(1)
+# ---------------------------------------------------------------------------------------------- several
 
 
 def run_tasks(tasks, jobs: int, cache_dir=None, *, keep_compiled: bool = True) -> list[str]:
-    """The (SweepConfig, run_benchmark keyword arguments) tasks: side by side in ``jobs`` worker processes when
-    ``jobs`` > 1 and there are several, else in turn in this process. ``keep_compiled``: compiled programs are kept
-    under the embedding cache ``cache_dir`` (None: the default one), in ``xla/``. Returns the error messages
-    (none: every benchmark finished)."""
+    """The (SweepConfig, run_benchmark keyword arguments: workdir, force, ...) tasks: side by side in ``jobs``
+    worker processes when ``jobs`` > 1 and there are several, else in turn in this process. ``keep_compiled``:
+    compiled programs are kept under the embedding cache ``cache_dir`` (None: the default one), in ``xla/``.
+    Returns the error messages (none: every benchmark finished)."""
     try:
         xla_root = resolve_cache_dir(cache_dir) if keep_compiled else None
         if jobs > 1 and len(tasks) > 1:
@@ -396,8 +306,8 @@ def run_in_turn(tasks, compile_cache_root) -> list[str]:
     return []
 
 
-# the longest first, so the last to finish is a short one (stage times measured on the 2-core CPU box, cached
-# embeddings: UltraTool 246 s, Seal-Tools 182 s, demo 58 s); other names keep their order, after these
+# the longest first, so the last to finish is a short one (their stage times: docs/performance.md, "Whole
+# sweeps"); other names keep their order, after these
 EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo")
 
 
@@ -433,45 +343,6 @@ def benchmark_task(task) -> tuple[list[str], str | None]:
     return lines, None
 
 
-def checked_variant_names(variant_names, no_extras: bool) -> tuple[str, ...]:
-    """--variants (plus 'paper' with --no-extras), checked against the declared variants."""
-    names = tuple(variant_names) + (("paper",) if no_extras else ())
-    try:
-        select_variants(names)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--variants") from None
-    return names
-
-
-def expand_benchmarks(names) -> list[str]:
-    """--benchmark values in order, 'all' expanded to demo, ultratool, sealtools, each benchmark once."""
-    out = []
-    for name in names:
-        for b in ALL_BENCHMARKS if name == "all" else (name,):
-            if b not in out:
-                out.append(b)
-    return out
-
-
-def output_root(out_dir, update_reference: bool) -> Path:
-    """Where a sweep writes: the committed reference results only with --update-reference, never by default."""
-    if update_reference:
-        if out_dir is not None:
-            raise click.UsageError("--update-reference writes into experiments/results/; do not combine it with --out")
-        return REFERENCE_RESULTS_DIR
-    root = resolve_runs_dir(out_dir)
-    if root == REFERENCE_RESULTS_DIR.resolve():
-        raise click.UsageError(f"{root} holds the committed reference results; write there only with "
-                               "--update-reference (or choose another --out)")
-    return root
-
-
-def run(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    main.main(args=expand_multi_value_options(argv, (*MULTI_VALUE_OPTIONS, "--benchmark")),
-              prog_name="python -m riskrank_jax.sweep")
-
-
-__all__ = ["SweepConfig", "run_benchmark", "run_tasks", "run_in_turn", "run_side_by_side", "benchmark_task",
-           "expand_benchmarks", "train_all", "build_graphs", "evaluate_split", "main", "run", "DEFAULT_ALPHA",
-           "MAIN_SPLIT"]
+__all__ = ["run_benchmark", "run_tasks", "run_in_turn", "run_side_by_side", "benchmark_task", "train_all",
+           "build_graphs", "evaluate_split", "risk_only_scores", "ALL_BENCHMARKS", "RESULTS_VERSION",
+           "REPRODUCIBILITY"]

@@ -4,6 +4,8 @@
     emb = log.run("embed (cached)", embed_all, bench, encoder, cache)   # {"tools", "train", <split>...}
     res = train_run(bench, emb, seeds, TrainConfig(), "core", encoder.model_id, ckpt_root)
     log.timings, log.peak_rss_mb                                        # seconds and peak memory per stage
+
+Why shared: the sweep and the `riskrank-jax` commands embed and train the same way, with the same caches.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import click
 import numpy as np
 
 from riskrank_jax.encode.embedding_cache import embed_texts
-from riskrank_jax.model.train import lambda_run_from_plain, train_models
+from riskrank_jax.model.train import TrainRun, lambda_run_from_plain, train_models
 
 
 def peak_rss_mb() -> float:
@@ -78,16 +80,17 @@ def train_run(bench, emb, seeds, train_cfg, name: str, encoder_id: str, ckpt_roo
     run_dir = Path(ckpt_root) / bench.name / f"{name}-{short_hash([meta, dataclasses.asdict(train_cfg)])}"
     # the checkpoint's data identity: texts, labels, splits and the encoder id, never the float bits of embeddings
     data_id = short_hash([bench.fingerprint(), encoder_id])
+    run = TrainRun(tuple(seeds), checkpoint_dir=run_dir, run_meta=meta, progress=progress, data_id=data_id,
+                   **({} if memory_budget is None else {"memory_budget": memory_budget}))
     return train_models(emb["tools"], emb["train"], bench.train.gold, bench.tools.risk, bench.train_fold_mask,
-                        tuple(seeds), train_cfg, checkpoint_dir=run_dir, run_meta=meta, progress=progress,
-                        data_id=data_id, **({} if memory_budget is None else {"memory_budget": memory_budget}))
+                        train_cfg, run)
 
 
 def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id: str, ckpt_root: Path, *,
                      progress=True, memory_budget: int | None = None):
     """``train_run`` of the λ-aware run ``train_cfg`` that trains only its λ ≠ 0 models and takes the λ = 0 ones
     from ``plain``, the plain run with the same other hyper-parameters, seeds and folds (the same models up to
-    float rounding: ``train.plain_config``)."""
+    float rounding: ``model.train.plain_config``)."""
     others = tuple(lam for lam in train_cfg.lambdas if lam != 0.0)
     rest = train_run(bench, emb, seeds, dataclasses.replace(train_cfg, lambdas=others), name, encoder_id, ckpt_root,
                      progress=progress, memory_budget=memory_budget) if others else None

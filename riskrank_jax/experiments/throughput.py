@@ -9,7 +9,8 @@ Usage::
 Paths (alpha = 0.2, float32):
   full pool   riskrank_jax  ``smooth_full`` (degree-bucketed neighbour lists) with the graph's index/weight arrays already on the device
               scipy_sparse       (S Âᵀ) as CSR @ dense on the host (scipy is CPU-only: "host": true)
-              dense_matmul       the jitted dense kernel with A [N, N] already on the device
+              dense_matmul       the jitted dense kernel with A [N, N] already on the device (``smooth_full_dense``
+                                 is that peer, defined here: the package itself smooths with neighbour lists)
   candidates  each query on the subgraph induced by its top-C candidates; every path is timed end to end
               (host-side subgraph / induced-adjacency construction + kernel), since that construction is part
               of every call; the jraph and dense rows also carry ``kernel_seconds_per_call`` (graph prebuilt).
@@ -20,8 +21,8 @@ Cost model per call (float32; Q queries, N nodes, E directed edges)::
                                                                           receivers/weights once)
               both riskrank_jax (neighbour lists) and scipy_sparse are charged this compulsory traffic; the
               neighbour-list kernel's transposed blocks are re-read from cache (2 MiB chunks) and not counted.
-              The former segment-sum kernel (``smooth_full_segment_sum``, not timed here) also wrote and read an
-              [E, Q] message buffer: bytes += 8·Q·E
+              A segment sum over an [E, Q] message buffer (``benchmarks/smoothing.py``, not timed here) would also
+              write and read that buffer: bytes += 8·Q·E
               dense   flops = 2·Q·N² + 4·Q·N         bytes = 4·N² + 8·Q·N
   candidates  Q graphs of C nodes; E = induced edges summed over queries, E_pad = padded edge budget
               sparse  flops = 2·E + 4·Q·C            bytes = 8·Q·C + 12·E_pad
@@ -31,6 +32,8 @@ Cost model per call (float32; Q queries, N nodes, E directed edges)::
 
 Timing: median of ``repeats`` calls after one warm-up call (so compilation is excluded), each ended with
 ``jax.block_until_ready``; wall clock, so noisy on a shared CPU.
+
+Why in the sweep: each run records what smoothing cost on its own machine, beside its results.
 """
 
 from __future__ import annotations
@@ -43,9 +46,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from riskrank_jax.graph.tool_graph import ToolGraph
-from riskrank_jax.graph.smoothing import (candidate_subgraphs, induced_adjacency, smooth_candidates,
-                                    smooth_candidates_dense, smooth_candidates_dense_kernel, smooth_full,
-                                    smooth_full_dense, smooth_full_dense_kernel, smooth_padded_kernel)
+from riskrank_jax.graph.smoothing import (candidate_subgraphs, combine, induced_adjacency, smooth_candidates,
+                                          smooth_full, smooth_padded_batch)
 
 ALPHA = 0.2
 PATHS = ("riskrank_jax", "scipy_sparse", "dense_matmul")
@@ -55,6 +57,44 @@ COST_MODEL = ("float32; full: sparse flops=2QE+4QN, bytes=8QN+12E (compulsory; t
               "E_pad=padded edge budget): sparse flops=2E+4QC, bytes=8QC+12E_pad (+8E_pad segment-sum "
               "messages), dense flops=2QC^2+4QC, bytes=4QC^2+8QC; edges_per_s counts messages "
               "(QE full, E candidates)")
+
+
+# ----------------------------------------------------------------------------------------------------
+# dense-matmul peers (the dense_matmul rows; tests compare the package's kernels against them too)
+
+
+def dense_normalized_adjacency(a):
+    """Â = D^-1/2 A D^-1/2 for a (batch of) dense symmetric adjacency [..., N, N]."""
+    deg = a.sum(-1)
+    dinv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.where(deg > 0, deg, 1.0)), 0.0)
+    return a * dinv[..., :, None] * dinv[..., None, :]
+
+
+@jax.jit
+def smooth_full_dense_kernel(scores, a, alpha):
+    """Full-pool smoothing as one matmul: scores [Q, N], dense A [N, N], alpha scalar or [A] -> [(A,) Q, N]."""
+    a_hat = dense_normalized_adjacency(a.astype(scores.dtype))
+    return combine(scores, scores @ a_hat.T, alpha)
+
+
+def smooth_full_dense(scores, graph: ToolGraph, alpha):
+    """``smooth_full`` with a dense [N, N] Â and one matmul (O(Q N^2) flops; A copied to the device per call)."""
+    scores = jnp.asarray(scores)
+    return smooth_full_dense_kernel(scores, jnp.asarray(graph.dense), jnp.asarray(alpha, scores.dtype))
+
+
+@jax.jit
+def smooth_candidates_dense_kernel(scores, a_sub, alpha):
+    """Candidate smoothing as a batched matvec: scores [Q, C], induced A_sub [Q, C, C] -> [(A,) Q, C]."""
+    a_hat = dense_normalized_adjacency(a_sub.astype(scores.dtype))
+    return combine(scores, jnp.einsum("qij,qj->qi", a_hat, scores), alpha)
+
+
+def smooth_candidates_dense(scores, cand, graph, alpha, *, query_fold=None):
+    """``smooth_candidates`` with dense induced adjacencies [Q, C, C] (``induced_adjacency``), end to end."""
+    scores = jnp.asarray(scores)
+    a_sub = induced_adjacency(cand, graph, query_fold)
+    return smooth_candidates_dense_kernel(scores, jnp.asarray(a_sub), jnp.asarray(alpha, scores.dtype))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -111,7 +151,7 @@ def random_scores(n_queries: int, n_nodes: int, seed: int = 0) -> np.ndarray:
 def top_candidates(scores: np.ndarray, n_candidates: int) -> np.ndarray:
     """Ids of the top-n_candidates scores per row, descending score (ties in order by id), int32 [Q, C].
 
-    argpartition + sort of the kept C: deterministic, ~10x faster than a full argsort at N = 4k.
+    argpartition + sort of the kept C: deterministic, and much faster than a full argsort of N tools.
     """
     scores = np.asarray(scores)
     q, n = scores.shape
@@ -190,7 +230,7 @@ def measure_candidates(graph: ToolGraph, scores: np.ndarray, n_candidates: int, 
     sec = {"riskrank_jax": timeit(lambda: smooth_candidates(s, cand, graph, alpha), repeats),
            "scipy_sparse": timeit(lambda: scipy_candidates(cs, cand, graph), repeats),
            "dense_matmul": timeit(lambda: smooth_candidates_dense(s, cand, graph, alpha), repeats)}
-    kern = {"riskrank_jax": timeit(lambda: smooth_padded_kernel(s, snd, rcv, w, alpha), repeats),
+    kern = {"riskrank_jax": timeit(lambda: smooth_padded_batch(s, snd, rcv, w, alpha), repeats),
             "dense_matmul": timeit(lambda: smooth_candidates_dense_kernel(s, a_sub, alpha), repeats)}
     return {"q": q, "c": c, "n": n, "e": e, "e_pad": e_pad, "seconds": sec, "kernel_seconds": kern,
             "cost": cost_candidates(q, c, e, e_pad)}
@@ -241,4 +281,6 @@ def smoothing_throughput(graph: ToolGraph, *, n_queries: int, n_candidates: int 
 
 
 __all__ = ["smoothing_throughput", "measure_full", "measure_candidates", "cost_full", "cost_candidates", "timeit",
-           "scipy_a_hat", "scipy_full", "scipy_candidates", "random_scores", "top_candidates", "COST_MODEL", "PATHS"]
+           "scipy_a_hat", "scipy_full", "scipy_candidates", "random_scores", "top_candidates", "COST_MODEL", "PATHS",
+           "smooth_full_dense", "smooth_full_dense_kernel", "smooth_candidates_dense", "smooth_candidates_dense_kernel",
+           "dense_normalized_adjacency"]

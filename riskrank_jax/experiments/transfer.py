@@ -2,14 +2,16 @@
 
 This decides which risk source `rank` should use for tools nobody labelled. For each setting (train registry →
 test registry, plus 5-fold cross-validation inside each registry as a reference) and each seed, a risk head
-(``registry.risk_head``) is trained on the train registry's labels and scored on the test registry's tools,
+(``model.risk_head``) is trained on the train registry's labels and scored on the test registry's tools,
 beside the permission-keyword prior alone (word rule, category floors) and the combination `assess_risk` uses
 (the learned level raised to the keyword floors). Scores: AUC of detecting r ≥ 3 and Spearman ρ with the labels
-(``registry.evaluate``). Tools are embedded by their description (the texts the sweep already caches).
+(``registry.risk_agreement``). Tools are embedded by their description (the texts the sweep already caches).
 
     python -m riskrank_jax.experiments.transfer [--data-dir DIR] [--out DIR] [--cache-dir DIR]
 
 writes <out>/risk_transfer.json and <out>/risk_transfer.md (default out: experiments/results).
+
+Why: `rank` must pick a risk source for unlabelled tools, and this measures which one transfers.
 """
 
 from __future__ import annotations

@@ -8,41 +8,46 @@ touches only this file.
 
 The scoring stages are the ``Ranker``'s (``riskrank_jax.rank.ranker``): ``Variant.rank_config`` gives the
 ``RankConfig`` a deployed ``Ranker`` of the variant would use.
+
+Why data, not code: the sweep, the report and the tests read one list, so they cannot disagree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.graph.tool_graph import EDGE_TYPES
 from riskrank_jax.rank.ranker import RankConfig
 from riskrank_jax.model.rerank import RerankConfig
-from riskrank_jax.model.train import RiskHeadConfig, TrainConfig
+from riskrank_jax.model.risk_head import RiskHeadConfig
+from riskrank_jax.model.train import TrainConfig
 
 # ---------------------------------------------------------------------------------------------- training
 
 
 @dataclass(frozen=True)
 class TrainingRun:
-    """A training run variants share. ``make(epochs, lambdas, n_tools)`` gives its configuration:
-    a ``TrainConfig`` (dual heads, every seed x fold), a ``RiskHeadConfig`` (risk head alone, per seed) or a
-    ``RerankConfig`` (the correction reranker over the hybrid first stage, every seed x fold)."""
+    """A training run variants share. ``make(sweep config, n_tools)`` gives its configuration from the sweep's
+    ``experiments.config.SweepConfig``: a ``TrainConfig`` (dual heads, every seed x fold), a ``RiskHeadConfig``
+    (risk head alone, per seed) or a ``RerankConfig`` (the correction reranker over the hybrid first stage, every
+    seed x fold)."""
 
     name: str
     label: str
-    make: Callable[[int, tuple, int], TrainConfig | RiskHeadConfig | RerankConfig]
+    make: Callable[[SweepConfig, int], TrainConfig | RiskHeadConfig | RerankConfig]
 
 
 TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
-    TrainingRun("core", "core (seeds x folds)", lambda epochs, lambdas, n: TrainConfig(epochs=epochs)),
+    TrainingRun("core", "core (seeds x folds)", lambda cfg, n: cfg.train),
     TrainingRun("lambda_aware", "lambda-aware (seeds x folds x lambdas)",
-                lambda epochs, lambdas, n: TrainConfig(epochs=epochs, lambda_aware=True, lambdas=tuple(lambdas))),
+                lambda cfg, n: replace(cfg.train, lambda_aware=True, lambdas=tuple(cfg.eval.lambdas))),
     TrainingRun("core_plus", "core_plus (interact head + 2 hard / 3 uniform negatives)",
-                lambda epochs, lambdas, n: TrainConfig(epochs=epochs, rel_features="interact", negatives="mixed",
-                                                       hard_pool=min(50, n // 2))),
-    TrainingRun("risk_only", "zero-shot risk heads", lambda epochs, lambdas, n: RiskHeadConfig(epochs=3 * epochs)),
-    TrainingRun("rerank", "correction reranker (seeds x folds)", lambda epochs, lambdas, n: RerankConfig()),
+                lambda cfg, n: replace(cfg.train, rel_features="interact", negatives="mixed",
+                                       hard_pool=min(cfg.train.hard_pool, n // 2))),
+    TrainingRun("risk_only", "zero-shot risk heads", lambda cfg, n: cfg.risk_head),
+    TrainingRun("rerank", "correction reranker (seeds x folds)", lambda cfg, n: cfg.rerank),
 )}
 
 # λ of the hybrid / rerank families is in per-query standard deviations of their (z-scored) relevance

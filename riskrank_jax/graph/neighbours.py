@@ -1,25 +1,20 @@
-"""Padded in-neighbour lists bucketed by degree: the CPU-friendly kernel behind full-pool smoothing.
+"""Padded in-neighbour lists bucketed by in-degree: the kernel behind full-pool smoothing (``graph.smoothing``).
 
 Usage::
 
-    lay = neighbour_layout(senders, receivers, n_nodes)        # host-side, cached per edge structure
-    w_b = bucket_weights(lay, norm_w)                          # [F, E] edge values -> per-bucket [F, m_b, K_b]
-    pt = propagate_rows(x, lay, [w[f] for w in w_b])           # x [N, c] -> y [N, c], y_i = sum_{j->i} w_ji x_j
+    lay = neighbour_layout(senders, receivers, n_nodes)   # int [E] edges; built on the host, cached by content
+    w_b = bucket_weights(lay.edge, norm_w)                # norm_w [..., E] -> per bucket [..., m_b, K_b]
+    y = propagate_rows(x, lay.nbr, w_b, lay.row_of_node)  # x [N, c] -> [N, c]: y_i = sum_{j->i} w_ji x_j
+    yb = propagate_bucket_rows(xb, lay.nbr, w_bb)         # xb [B, N, c], w_bb per bucket [B or 1, m_b, K_b]
+                                                          #   -> [B, M + 1, c], rows in bucket order
 
-Why this layout (measured on the 2,032-tool UltraTool fold graph, 14.5k directed edges, 1,000 queries, see
-``benchmarks/smoothing.py``): a segment sum over an [E, Q] message buffer writes and re-reads 58 MB and its
-scatter runs element by element; XLA's CPU gather, fused into an add, costs about 0.2 ns per element when it
-copies whole rows of a cache-resident [N, c] block (c queries along the minor axis) and ten times more when
-it gathers along the minor axis.  So nodes are grouped by in-degree into widths K (1, 2, 3, 4, 6, 8, 12, ..., 32,
-then multiples of 16; padding < 1.5x the edges), each bucket's neighbour table is an int32 [m_b, K] array, and one fused loop per
-bucket sums its K gathered rows; queries are processed in blocks of c so that x stays in L2, the block axis
-inside each bucket's fusion (a ``lax.map`` over the blocks instead was 2.5x slower: 10.4 vs 4.1 ms on that
-graph, XLA's CPU loop overhead dominating the small buckets).  The blocks are read as one row-major [B * N, c]
-matrix (row ids offset by b * N): gathering from the 3-D [B, N, c] array let XLA's layout assignment store the
-blocks as [N, B, c], every gathered row then 4 KiB from its neighbour in the same block (``_bucket_sum``).
-
-Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``, and widths
-come from a fixed ladder, so graphs of similar degree profile share compiled shapes.
+Nodes are grouped by in-degree into widths K from a fixed ladder (1, 2, 3, 4, 6, 8, 12, ..., 32, then multiples
+of 16; padding below 1.5x the edges); each bucket's neighbour table is an int32 [m_b, K] array, and one fused
+loop per bucket sums its K gathered rows of x, with c queries on the minor axis so every gather copies a whole
+contiguous row. Blocks of queries are read as one row-major [B * N, c] matrix (row ids offset by b * N).
+Each bucket's rows are padded (slot weight 0) so that rows x width is a multiple of ``SLOT_MULTIPLE``.
+Why: gathers of whole cache-resident rows are cheap where scatters and minor-axis gathers are not, and fixed
+widths let graphs of similar degree profile share compiled shapes.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ SLAB = 32  # widths up to this come from the ladder WIDTHS_UNROLLED
 WIDTHS_UNROLLED = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)  # bucket widths up to SLAB (ratio <= 1.5 between steps)
 SLAB_STEP = 16  # widths above SLAB are multiples of this
 UNROLL_MAX = 128  # buckets up to this width are one fusion; wider ones loop over slabs of SLAB_STEP neighbours
-# (a loop step costs ~20 us of XLA CPU overhead: on Seal-Tools' fold graph, widths 48-80 in loops made the whole
-# smoothing call 1.4x slower than unrolled)
+# (each loop step has a fixed XLA CPU overhead, so only the rare very wide buckets loop)
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +112,9 @@ def neighbour_layout(senders, receivers, n_nodes: int) -> NeighbourLayout:
     """Bucketed in-neighbour tables of the directed edges (senders[e] -> receivers[e]); cached by content.
 
     Args:
-      senders, receivers: int [E] node ids in 0..n_nodes-1 (any order; parallel edges are kept).
+      senders, receivers: concrete int [E] node ids in 0..n_nodes-1 (any order; parallel edges are kept).
+    Returns:
+      NeighbourLayout (device arrays; the same object for the same edges and n_nodes while cached).
     """
     snd = np.asarray(senders, np.int32)
     rcv = np.asarray(receivers, np.int32)
@@ -139,20 +135,24 @@ def neighbour_layout(senders, receivers, n_nodes: int) -> NeighbourLayout:
 
 
 def bucket_weights(edge_tables, values):
-    """Per-bucket slot values from per-edge values: values [..., E] -> tuple of [..., m_b, K_b] (0 in empty slots)."""
+    """Per-bucket slot values from per-edge values: values [..., E] -> tuple of [..., m_b, K_b] (0 in empty slots).
+
+    edge_tables: ``NeighbourLayout.edge`` (int32 [m_b, K_b] edge index per slot, E in empty slots)."""
     padded = jnp.concatenate([values, jnp.zeros(values.shape[:-1] + (1,), values.dtype)], axis=-1)
     return tuple(padded[..., t] for t in edge_tables)
 
 
-def _bucket_sum(x, nb, w):
+def _bucket_sum(x, nb, w, unrolled: bool = True):
     """sum_k w[..., :, k, None] * x[..., nb[:, k], :]: [B, m, c] for x [B, N, c], nb [m, K], w [B or 1, m, K].
 
-    The block axis B is part of every fusion (no loop over blocks): one fused loop per bucket runs over all
-    blocks, block-major, so each block's [N, c] scores stay in cache while its rows are summed.  x is read as
-    one [B * N, c] matrix with row ids nb + b * N: a gather of whole rows of a 2-D operand, which XLA's CPU
-    backend keeps row-major.  Indexing the 3-D x[:, nb, :] instead let layout assignment fold the input
-    transpose into the gathers (blocks stored [N, B, c], each gathered row 4 KiB from the next), 1.4x slower
-    on the UltraTool fold graph (benchmarks/smoothing.py)."""
+    ``unrolled``: one fused multiply-add per neighbour slot (fastest per call, but the program grows with the
+    sum of the widths and takes seconds to compile on a wide graph); otherwise one gather of all K slots and one
+    reduction over them (compiles in a fraction of that: for callers that smooth a few queries at a time).
+
+    The block axis B is part of every fusion (one fused loop per bucket over all blocks, block-major), so each
+    block's [N, c] scores stay in cache while its rows are summed. x is read as one [B * N, c] matrix with row
+    ids nb + b * N, a gather of whole rows that XLA's CPU backend keeps row-major (indexing the 3-D x[:, nb, :]
+    lets layout assignment store the blocks [N, B, c], so consecutive gathered rows lie far apart)."""
     n_blocks, n, c = x.shape
     x2 = x.reshape(n_blocks * n, c)
     offsets = (jnp.arange(n_blocks, dtype=jnp.int32) * n)[:, None]  # [B, 1]
@@ -165,6 +165,9 @@ def _bucket_sum(x, nb, w):
 
     nb, w = jnp.asarray(nb), jnp.asarray(w)
     m, width = nb.shape
+    if not unrolled:  # [B, m, K, c] gathered rows, reduced over the K slots
+        w = jnp.broadcast_to(w, (n_blocks, m, width))
+        return jnp.einsum("bmkc,bmk->bmc", x2[nb[None] + offsets[:, :, None]], w)
     if width <= UNROLL_MAX:
         return slab_sum(nb, w)
     n_slabs = width // SLAB_STEP
@@ -177,14 +180,15 @@ def _bucket_sum(x, nb, w):
     return jax.lax.fori_loop(0, n_slabs, body, jnp.zeros((x.shape[0], m, x.shape[2]), x.dtype))
 
 
-def propagate_bucket_rows(x, nbr_tables, weight_tables):
+def propagate_bucket_rows(x, nbr_tables, weight_tables, *, unrolled: bool = True):
     """y = Â x for blocks of columns, rows in bucket order: x [B, N, c] -> [B, M + 1, c] (row M is zero).
 
     weight_tables: per bucket [B, m_b, K_b] (each block its own weights: one graph per block) or
     [1, m_b, K_b] (one graph for all blocks). Row ``row_of_node[i]`` of the result is node i's; callers that
     transpose afterwards fold that row lookup into the transposing gather (one pass) instead of reordering here.
+    ``unrolled``: see ``_bucket_sum`` (equal up to float rounding; the sweep's numbers come from the unrolled form).
     """
-    parts = [_bucket_sum(x, nb, w) for nb, w in zip(nbr_tables, weight_tables)]
+    parts = [_bucket_sum(x, nb, w, unrolled) for nb, w in zip(nbr_tables, weight_tables)]
     parts.append(jnp.zeros((x.shape[0], 1, x.shape[2]), x.dtype))
     return jnp.concatenate(parts, axis=1)
 

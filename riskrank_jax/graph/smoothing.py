@@ -1,33 +1,25 @@
-"""Graph smoothing of score vectors over a ToolGraph (docs/method.md), as message passing.
+"""ToolGraph smoothing of score vectors (docs/method.md): the full-pool and candidate kernels the package runs.
 
 Usage::
 
-    s = smooth_full(scores, graph, 0.2)                        # [Q, N] -> [Q, N]
-    s = smooth_full(scores, graph, jnp.array([0.0, 0.1, 0.2]))  # [A, Q, N]: one P, every alpha
-    s = smooth_candidates(cand_scores, cand, graph, 0.2)       # [Q, C]: per-query induced subgraph
-    s = smooth_full_folds(scores, query_fold, fold_graphs, 0.2)  # query q smoothed on graph query_fold[q]
+    s = smooth_full(scores, graph, 0.2)                          # [Q, N] -> [Q, N]
+    s = smooth_full(scores, graph, jnp.array([0.0, 0.1, 0.2]))    # [A, Q, N]: one P, every alpha
+    g = prepare_graph(graph); s = smooth_full(scores, g, 0.2)     # a fixed graph: tables and Â built once
+    s = smooth_full_folds(scores, query_fold, fold_graphs, 0.2)   # query q smoothed on graph query_fold[q]
+    s = smooth_candidates(cand_scores, cand, graph, 0.2)          # [Q, C]: each query's induced subgraph
 
 Definition (A = weighted adjacency, d_i = sum_j A_ij, rows of isolated nodes are zero)::
 
     Â = D^-1/2 A D^-1/2,   P = S Âᵀ,   H1 = (1 - α) S + α P,   out = (S + H1) / 2
 
-P is computed as message passing over in-neighbour lists (``riskrank_jax.graph.neighbours``): nodes are
-bucketed by in-degree into padded widths, every node i sums Â_ij · S[:, j] over its padded list, and
-queries run in blocks of c (the scores of a block transposed to [N, c], about 512 KiB, so each gathered
-neighbour is one contiguous row in cache), and blocks are propagated in chunks of about 2 MiB, one call of one
-compiled kernel per chunk, so that every bucket's pass over a chunk still finds it in cache.  Per-fold graphs
-share one union edge list; queries are grouped by fold so that every block uses one fold's weights.  The
-neighbour tables are built on the host from the GraphsTuple's senders / receivers (cached per edge structure);
-under a trace (graph arrays not concrete) the same result comes from a segment sum over an [E, Q] message
-buffer (``smooth_full_segment_sum``, the former kernel, kept as the reference the benchmarks compare against).
-
-Candidate mode builds, for each query, the subgraph induced by its C candidates (Â renormalised with
-degrees from the induced edges only), batches all queries as one padded ``jraph.GraphsTuple`` (edge budget
-rounded up to a power of two, so the jitted kernel compiles once per (Q, C, budget bucket)), and runs the
-same segment-sum kernel with one feature.
-
-``smooth_full_dense`` / ``smooth_candidates_dense`` are the dense-matmul equivalents (used by the
-benchmarks and as cross-checks).
+Full pool: P by message passing over degree-bucketed in-neighbour lists (``graph.neighbours``); queries run in
+blocks of c, each block transposed to [N, c], blocks propagated in chunks (one compiled kernel call per chunk).
+Fold graphs share one union edge list and each block uses its fold's weights. The tables are built on the host,
+so the graph arrays must be concrete: jitted callers smooth between their jitted stages.
+Candidate mode: each query's induced subgraph (Â renormalised on the induced edges), all queries batched as one
+padded ``jraph.GraphsTuple`` (edge budget a power of two) and summed with one segment sum.
+Why: gathering whole cache-resident rows of [N, c] blocks avoids an [E, Q] message buffer; candidate subgraphs
+differ per query, so they are batched as one padded graph instead of tabled.
 """
 
 from __future__ import annotations
@@ -42,12 +34,10 @@ import jraph
 import numpy as np
 
 from riskrank_jax.graph.tool_graph import ToolGraph
-from riskrank_jax.graph.neighbours import bucket_weights, neighbour_layout, propagate_bucket_rows
+from riskrank_jax.graph.neighbours import NeighbourLayout, bucket_weights, neighbour_layout, propagate_bucket_rows
 
-_MSG_BUDGET = 1 << 24  # float32 entries of the [E, chunk] message buffer (segment-sum path)
-_BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (neighbour-list path; ~L2)
-_CHUNK_BYTES = 1 << 21  # transposed blocks propagated together (one kernel call); 2 MiB stays in cache: on the
-# UltraTool fold graph with 12,000 queries, one pass over all blocks was 1.3-1.5x slower than 1-4 MiB chunks
+_BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (about one core's L2)
+_CHUNK_BYTES = 1 << 21  # transposed blocks propagated in one kernel call (small enough to stay in cache)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -61,63 +51,12 @@ def normalized_edge_weights(senders, receivers, weights, n_nodes: int):
     return weights * dinv[senders] * dinv[receivers]
 
 
-def _combine(scores, p, alpha):
-    """out = (S + (1 - α) S + α P) / 2; alpha scalar -> [...]; alpha [A] -> [A, ...]."""
+def combine(scores, p, alpha):
+    """out = (S + (1 - α) S + α P) / 2 for S, P [..., Q, N]: alpha scalar -> [..., Q, N], [A] -> [A, ..., Q, N]."""
     a = jnp.asarray(alpha, scores.dtype)
     a = a.reshape(a.shape + (1,) * scores.ndim)
     h1 = (1.0 - a) * scores + a * p
     return 0.5 * (scores + h1)
-
-
-def _chunked_over_queries(fn, scores, *per_query, n_edges: int):
-    """Apply fn(scores_chunk [c, N], *per_query_chunks) -> [c, N] in chunks of c queries (lax.map)."""
-    q = scores.shape[0]
-    n_chunks = int(max(1, -(-q * max(n_edges, 1) // _MSG_BUDGET)))
-    if n_chunks == 1:
-        return fn(scores, *per_query)
-    chunk = -(-q // n_chunks)
-    n_chunks = -(-q // chunk)
-    pad = n_chunks * chunk - q
-
-    def split(x):
-        x = jnp.pad(x, [(0, pad)] + [(0, 0)] * (x.ndim - 1))
-        return x.reshape((n_chunks, chunk) + x.shape[1:])
-
-    out = jax.lax.map(lambda args: fn(*args), (split(scores), *map(split, per_query)))
-    return out.reshape((n_chunks * chunk,) + out.shape[2:])[:q]
-
-
-def _propagate_shared(scores, senders, receivers, norm_w):
-    """P = S Âᵀ for one graph: x = Sᵀ [N, c]; P[:, i] = sum_{e: recv=i} Â_e x[send_e]."""
-    n = scores.shape[-1]
-    msg = scores.T[senders] * norm_w[:, None]  # [E, c]
-    return jax.ops.segment_sum(msg, receivers, num_segments=n, indices_are_sorted=False).T
-
-
-@jax.jit
-def _smooth_segment_jit(scores, senders, receivers, weights, alpha):
-    """Message-buffer kernel: one graph, every query (the former ``smooth_full`` kernel)."""
-    n = scores.shape[-1]
-    norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
-    p = _chunked_over_queries(lambda s: _propagate_shared(s, senders, receivers, norm_w), scores,
-                              n_edges=senders.shape[0])
-    return _combine(scores, p, alpha)
-
-
-def _propagate_per_query(scores, fold, senders, receivers, norm_w):
-    """P for queries that each pick a row of norm_w [F, E] by fold [c]."""
-    n = scores.shape[-1]
-    msg = scores.T[senders] * norm_w[fold].T  # [E, c]
-    return jax.ops.segment_sum(msg, receivers, num_segments=n).T
-
-
-@jax.jit
-def _smooth_folds_segment_jit(scores, query_fold, senders, receivers, weights, alpha):
-    n = scores.shape[-1]
-    norm_w = jax.vmap(lambda w: normalized_edge_weights(senders, receivers, w, n))(weights.astype(scores.dtype))
-    p = _chunked_over_queries(lambda s, f: _propagate_per_query(s, f, senders, receivers, norm_w),
-                              scores, query_fold, n_edges=2 * senders.shape[0])
-    return _combine(scores, p, alpha)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -186,8 +125,8 @@ def _take_rows_jit(scores, rows):
     return scores[rows]
 
 
-@functools.partial(jax.jit, static_argnames=("c",))
-def _propagate_chunk_jit(x, block_fold, nbr, row_of_node, slot_weights, *, c: int):
+@functools.partial(jax.jit, static_argnames=("c", "unrolled"))
+def _propagate_chunk_jit(x, block_fold, nbr, row_of_node, slot_weights, *, c: int, unrolled: bool):
     """P rows of one chunk: x [b * c, N] (b blocks of c query rows) -> [b * c, N], row r = (Â x_r)ᵀ.
 
     Block j uses graph block_fold[j] (slot_weights per bucket [F, m_b, K_b]). The shapes depend on the graph's
@@ -195,9 +134,9 @@ def _propagate_chunk_jit(x, block_fold, nbr, row_of_node, slot_weights, *, c: in
     rows, n = x.shape
     xs = x.reshape(rows // c, c, n).transpose(0, 2, 1)  # [b, N, c]: each block's queries on the minor axis
     w = [t[block_fold] for t in slot_weights] if slot_weights[0].shape[0] > 1 else slot_weights
-    p = propagate_bucket_rows(xs, nbr, w)  # [b, M + 1, c], rows in bucket order
-    # node order restored by a gather of whole rows, then each block transposed back to [c, N] (one element-wise
-    # gather p[dst_q // c, row_of_node_i, dst_q % c] instead was 1.3x slower on the UltraTool fold graph)
+    p = propagate_bucket_rows(xs, nbr, w, unrolled=unrolled)  # [b, M + 1, c], rows in bucket order
+    # node order restored by a gather of whole rows, then each block transposed back to [c, N] (cheaper than one
+    # element-wise gather p[dst_q // c, row_of_node_i, dst_q % c])
     return p[:, row_of_node, :].transpose(0, 2, 1).reshape(rows, n)
 
 
@@ -206,7 +145,7 @@ def _finish_jit(scores, chunks, dst, alpha, *, in_order: bool):
     """Combine: chunks = P rows in slot order; slot dst[q] holds query q (slot q when ``in_order``)."""
     p = jnp.concatenate(chunks) if len(chunks) > 1 else chunks[0]
     p = p[: scores.shape[0]] if in_order else p[dst]
-    return _combine(scores, p, alpha)
+    return combine(scores, p, alpha)
 
 
 def _chunk_blocks(n_blocks: int, block_bytes: int, chunk_bytes: int) -> tuple[int, int]:
@@ -247,56 +186,89 @@ def _plan(query_fold_bytes: bytes, n_nodes: int, itemsize: int, n_folds: int, fi
     return c, in_order, rows, folds, jnp.asarray(dst)
 
 
-def _smooth_lists(scores, query_fold, senders, receivers, weights, n_folds: int, alpha, fixed_shapes: bool = False):
-    """Neighbour-list smoothing on concrete host arrays; weights [F, E].
+@dataclass(frozen=True, eq=False)
+class PreparedGraph:
+    """F graphs over N nodes on one edge list, ready for ``smooth_full`` / ``smooth_full_folds``.
 
-    Chunks of about _CHUNK_BYTES of transposed scores are propagated one call each, so every bucket's pass finds
-    the chunk in cache and one compiled kernel serves every number of queries."""
-    n = scores.shape[-1]
-    lay = neighbour_layout(senders, receivers, n)
-    c, in_order, rows, folds, dst = _cached_plan(query_fold, n, scores.dtype.itemsize, n_folds, fixed_shapes)
-    slot_w = _slot_weights_jit(lay.edge, lay.senders, lay.receivers, jnp.asarray(weights, scores.dtype), n_nodes=n)
-    chunks = [_propagate_chunk_jit(_take_rows_jit(scores, r), f, lay.nbr, lay.row_of_node, slot_w, c=c)
-              for r, f in zip(rows, folds)]
-    alpha = alpha if isinstance(alpha, jax.Array) else np.asarray(alpha, scores.dtype)
-    return _finish_jit(scores, chunks, dst, alpha, in_order=in_order)
+    layout: the neighbour tables (``graph.neighbours.NeighbourLayout``); slot_weights: Â of each graph as
+    per-bucket slot values, tuple of float [F, m_b, K_b] in ``dtype``. Built once per graph (``prepare_graph``),
+    so a caller that smooths many batches on one graph skips the edge hashing and the normalisation.
+    unrolled: the bucket sums' form (``graph.neighbours._bucket_sum``): unrolled for batches of many queries
+    (the sweep), a gather and a reduction where compile time dominates (a ranker answering a few requests).
+    """
+
+    layout: NeighbourLayout
+    slot_weights: tuple
+    n_folds: int
+    dtype: np.dtype
+    unrolled: bool = True
+
+    @property
+    def n_nodes(self) -> int:
+        return self.layout.n_nodes
+
+
+def _prepare(senders, receivers, weights, n_nodes: int, dtype, unrolled: bool = True) -> PreparedGraph:
+    """PreparedGraph of concrete int [E] senders / receivers and float [F, E] weights."""
+    lay = neighbour_layout(senders, receivers, n_nodes)
+    slot_w = _slot_weights_jit(lay.edge, lay.senders, lay.receivers, jnp.asarray(weights, dtype), n_nodes=n_nodes)
+    return PreparedGraph(lay, slot_w, int(np.shape(weights)[0]), np.dtype(dtype), unrolled)
 
 
 def _concrete(*arrays) -> bool:
     return not any(isinstance(a, jax.core.Tracer) for a in arrays)
 
 
-def _graph_arrays(graph, n_cols: int):
+def prepare_graph(graph, dtype=np.float32, *, unrolled: bool = True) -> PreparedGraph:
+    """Neighbour tables and Â slot values of a ToolGraph, a single-graph ``jraph.GraphsTuple`` (edges = weights
+    [E]) or a ``FoldGraphs`` (weights [F, E]), for scores of ``dtype``. The graph arrays must be concrete.
+    ``unrolled``: see ``PreparedGraph``."""
+    if isinstance(graph, FoldGraphs):
+        return _prepare(graph.senders, graph.receivers, graph.weights, graph.n_nodes, dtype, unrolled)
     g = graph.graph if isinstance(graph, ToolGraph) else graph
-    if n_cols != int(np.sum(g.n_node)):
-        raise ValueError(f"scores have {n_cols} columns, graph has {int(np.sum(g.n_node))} nodes")
-    return g.senders, g.receivers, g.edges
+    if not _concrete(g.senders, g.receivers, g.edges):
+        raise TypeError("smoothing builds neighbour tables on the host: pass concrete graph arrays (smooth "
+                        "between jitted stages, not inside one)")
+    return _prepare(np.asarray(g.senders), np.asarray(g.receivers), np.asarray(g.edges)[None], int(np.sum(g.n_node)),
+                    dtype, unrolled)
 
 
-def smooth_full(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
+def _smooth_lists(scores, query_fold, prep: PreparedGraph, alpha, fixed_shapes: bool = False):
+    """Neighbour-list smoothing of scores [Q, N] (query q on graph query_fold[q] of ``prep``).
+
+    Chunks of about _CHUNK_BYTES of transposed scores are propagated one call each, so every bucket's pass finds
+    the chunk in cache and one compiled kernel serves every number of queries."""
+    n = scores.shape[-1]
+    if prep.n_nodes != n:
+        raise ValueError(f"scores have {n} columns, graph has {prep.n_nodes} nodes")
+    if prep.dtype != scores.dtype:
+        raise ValueError(f"graph prepared for {prep.dtype} scores, got {scores.dtype}")
+    if scores.shape[0] == 0:
+        return combine(scores, scores, alpha)
+    lay = prep.layout
+    c, in_order, rows, folds, dst = _cached_plan(query_fold, n, scores.dtype.itemsize, prep.n_folds, fixed_shapes)
+    chunks = [_propagate_chunk_jit(_take_rows_jit(scores, r), f, lay.nbr, lay.row_of_node, prep.slot_weights, c=c,
+                                   unrolled=prep.unrolled) for r, f in zip(rows, folds)]
+    alpha = alpha if isinstance(alpha, jax.Array) else np.asarray(alpha, scores.dtype)
+    return _finish_jit(scores, chunks, dst, alpha, in_order=in_order)
+
+
+def smooth_full(scores, graph: ToolGraph | jraph.GraphsTuple | PreparedGraph, alpha):
     """Full-pool smoothing over the whole ToolGraph.
 
     Args:
       scores: float [Q, N] score vectors (N = graph nodes).
-      graph: ToolGraph (or its single-graph GraphsTuple, ``edges`` = weights [E]).
+      graph: ToolGraph, its single-graph GraphsTuple (``edges`` = weights [E]), or ``prepare_graph`` of one;
+        concrete arrays (scores may be traced).
       alpha: scalar or float [A].
     Returns:
       float [Q, N], or [A, Q, N] when alpha is an array.
     """
     scores = scores if isinstance(scores, jax.Array) else jnp.asarray(scores)
-    snd, rcv, w = _graph_arrays(graph, scores.shape[-1])
-    if not _concrete(snd, rcv) or scores.shape[0] == 0:
-        return smooth_full_segment_sum(scores, graph, alpha)
-    return _smooth_lists(scores, np.zeros(scores.shape[0], np.int32), np.asarray(snd), np.asarray(rcv),
-                         np.asarray(w)[None], 1, alpha)
-
-
-def smooth_full_segment_sum(scores, graph: ToolGraph | jraph.GraphsTuple, alpha):
-    """``smooth_full`` as a segment sum over an [E, Q] message buffer (works on traced graph arrays)."""
-    scores = jnp.asarray(scores)
-    snd, rcv, w = _graph_arrays(graph, scores.shape[-1])
-    return _smooth_segment_jit(scores, jnp.asarray(snd), jnp.asarray(rcv), jnp.asarray(w),
-                               jnp.asarray(alpha, scores.dtype))
+    prep = graph if isinstance(graph, PreparedGraph) else prepare_graph(graph, scores.dtype)
+    if prep.n_folds != 1:
+        raise ValueError(f"smooth_full takes one graph, got {prep.n_folds} (use smooth_full_folds)")
+    return _smooth_lists(scores, np.zeros(scores.shape[0], np.int32), prep, alpha)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -353,35 +325,31 @@ def union_edges(graph_lists: Sequence[Sequence[ToolGraph]]) -> FoldGraphs:
     return stack_graphs([g for graphs in graph_lists for g in graphs])
 
 
-def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs, alpha, *,
+def smooth_full_folds(scores, query_fold, graphs: Sequence[ToolGraph] | FoldGraphs | PreparedGraph, alpha, *,
                       fixed_shapes: bool = False):
     """Full-pool smoothing where query q uses graph ``query_fold[q]`` (UltraTool's 5-fold protocol).
 
-    One jitted call, no loop over queries or folds: the fold graphs share a union edge list, queries are
-    grouped by fold into blocks, and each block uses its fold's normalised weights.
+    No loop over queries or folds: the fold graphs share a union edge list, queries are grouped by fold into
+    blocks, and each block uses its fold's normalised weights.
 
     Args:
-      scores: float [Q, N]; query_fold: int [Q] in 0..F-1; graphs: F ToolGraphs (or ``stack_graphs`` of them);
-      alpha: scalar or float [A].
+      scores: float [Q, N]; query_fold: int [Q] in 0..F-1; graphs: F ToolGraphs, ``stack_graphs`` of them, or
+        ``prepare_graph`` of that; alpha: scalar or float [A].
       fixed_shapes: use ``fixed_block_plan`` (padded block count, block size from N only), so that calls with
         the same Q, N, F and union edge list reuse one compiled program whatever the fold assignment and
         weights (an evaluation smoothing many graphs); the result is the same.
     Returns:
       float [Q, N] or [A, Q, N].
     """
-    fg = graphs if isinstance(graphs, FoldGraphs) else stack_graphs(graphs)
+    fg = graphs if isinstance(graphs, (FoldGraphs, PreparedGraph)) else stack_graphs(graphs)
     scores = jnp.asarray(scores)
     qf = np.asarray(query_fold)
     if qf.shape != scores.shape[:1] or (qf.size and (qf.min() < 0 or qf.max() >= fg.n_folds)):
         raise ValueError(f"query_fold must be [Q={scores.shape[0]}] in 0..{fg.n_folds - 1}")
     if scores.shape[-1] != fg.n_nodes:
         raise ValueError(f"scores have {scores.shape[-1]} columns, graphs have {fg.n_nodes} nodes")
-    if qf.size == 0:
-        return _smooth_folds_segment_jit(scores, jnp.asarray(qf, jnp.int32), jnp.asarray(fg.senders),
-                                         jnp.asarray(fg.receivers), jnp.asarray(fg.weights),
-                                         jnp.asarray(alpha, scores.dtype))
-    return _smooth_lists(scores, qf.astype(np.int64), fg.senders, fg.receivers, fg.weights, fg.n_folds, alpha,
-                         fixed_shapes)
+    prep = fg if isinstance(fg, PreparedGraph) else prepare_graph(fg, scores.dtype)
+    return _smooth_lists(scores, qf.astype(np.int64), prep, alpha, fixed_shapes)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -392,12 +360,13 @@ def _bucket(n: int, minimum: int = 1024) -> int:
     return int(max(minimum, 1 << int(np.ceil(np.log2(max(n, 1))))))
 
 
-def _induced_adjacency(cand, graph, query_fold=None) -> np.ndarray:
-    """A[cand[q, a], cand[q, b]] -> float32 [Q, C, C]; rows/cols of negative (padding) candidates are zero."""
+def induced_adjacency(cand, graph: ToolGraph | Sequence[ToolGraph], query_fold=None) -> np.ndarray:
+    """A[cand[q, a], cand[q, b]] -> float32 [Q, C, C] for cand int [Q, C] (query q on graph query_fold[q] when
+    graph is a list); rows/cols of negative (padding) candidates are zero. The route for repeated tool ids."""
     cand = np.asarray(cand)
     valid = cand >= 0
     c = np.where(valid, cand, 0)
-    def lookup(dense, rows):  # flat take: ~1.7x faster than 3-D fancy indexing
+    def lookup(dense, rows):  # one flat take: cheaper than 3-D fancy indexing
         cr = rows.astype(np.int64)
         return dense.ravel().take(cr[:, :, None] * dense.shape[0] + cr[:, None, :])
 
@@ -430,7 +399,7 @@ def _induced_edges_one(cand, graph: ToolGraph):
     pos = np.full((q, n), -1, np.int32)  # position of each tool in the query's candidate list
     pos[qi, u] = ai
     if np.any(pos[qi, u] != ai):  # repeated tool ids: use the dense lookup, which handles them
-        a = _induced_adjacency(cand, graph)
+        a = induced_adjacency(cand, graph)
         gq, ra, sb = np.nonzero(a)
         return gq, ra, sb, a[gq, ra, sb]
     recv = graph.receivers
@@ -503,14 +472,15 @@ def candidate_subgraphs(cand, graph: ToolGraph | Sequence[ToolGraph], *, query_f
 
 
 @jax.jit
-def _smooth_padded_jit(scores, senders, receivers, weights, alpha):
-    """scores [Q, C] over a padded batch of Q graphs with Q*C + 1 nodes (the last one is padding)."""
+def smooth_padded_batch(scores, senders, receivers, weights, alpha):
+    """Candidate kernel: scores [Q, C] over a padded batch of Q graphs with Q*C + 1 nodes (the last one is
+    padding; ``candidate_subgraphs``), int32 / float [E_pad] edges, alpha scalar or [A] -> [Q, C] or [A, Q, C]."""
     q, c = scores.shape
     n = q * c + 1
     x = jnp.concatenate([scores.reshape(-1), jnp.zeros((1,), scores.dtype)])
     norm_w = normalized_edge_weights(senders, receivers, weights.astype(scores.dtype), n)
     p = jax.ops.segment_sum(norm_w * x[senders], receivers, num_segments=n)[:-1].reshape(q, c)
-    return _combine(scores, p, alpha)
+    return combine(scores, p, alpha)
 
 
 def smooth_candidates(scores, cand, graph: ToolGraph | Sequence[ToolGraph], alpha, *, query_fold=None,
@@ -529,57 +499,10 @@ def smooth_candidates(scores, cand, graph: ToolGraph | Sequence[ToolGraph], alph
     if scores.shape != np.shape(cand):
         raise ValueError(f"scores {scores.shape} and cand {np.shape(cand)} differ")
     g = candidate_subgraphs(cand, graph, query_fold=query_fold, edge_budget=edge_budget)
-    return _smooth_padded_jit(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
-                              jnp.asarray(alpha, scores.dtype))
+    return smooth_padded_batch(scores, jnp.asarray(g.senders), jnp.asarray(g.receivers), jnp.asarray(g.edges),
+                               jnp.asarray(alpha, scores.dtype))
 
 
-# ----------------------------------------------------------------------------------------------------
-# dense-matmul equivalents
-
-
-def dense_normalized_adjacency(a):
-    """Â = D^-1/2 A D^-1/2 for a (batch of) dense symmetric adjacency [..., N, N]."""
-    deg = a.sum(-1)
-    dinv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.where(deg > 0, deg, 1.0)), 0.0)
-    return a * dinv[..., :, None] * dinv[..., None, :]
-
-
-@jax.jit
-def _smooth_full_dense_jit(scores, a, alpha):
-    a_hat = dense_normalized_adjacency(a.astype(scores.dtype))
-    return _combine(scores, scores @ a_hat.T, alpha)
-
-
-def smooth_full_dense(scores, graph: ToolGraph, alpha):
-    """``smooth_full`` with a dense [N, N] Â and one matmul (O(Q N^2) flops)."""
-    scores = jnp.asarray(scores)
-    return _smooth_full_dense_jit(scores, jnp.asarray(graph.dense), jnp.asarray(alpha, scores.dtype))
-
-
-@jax.jit
-def _smooth_candidates_dense_jit(scores, a_sub, alpha):
-    a_hat = dense_normalized_adjacency(a_sub.astype(scores.dtype))
-    return _combine(scores, jnp.einsum("qij,qj->qi", a_hat, scores), alpha)
-
-
-def smooth_candidates_dense(scores, cand, graph: ToolGraph | Sequence[ToolGraph], alpha, *, query_fold=None):
-    """``smooth_candidates`` with dense induced adjacencies [Q, C, C] and a batched matvec."""
-    scores = jnp.asarray(scores)
-    a_sub = _induced_adjacency(cand, graph, query_fold)
-    return _smooth_candidates_dense_jit(scores, jnp.asarray(a_sub), jnp.asarray(alpha, scores.dtype))
-
-
-# Kernels on prebuilt inputs, public for the throughput measurement (riskrank_jax.experiments.throughput):
-# smooth_padded_kernel(scores [Q, C], senders, receivers, weights, alpha) over a padded candidate batch,
-# smooth_full_dense_kernel(scores, A [N, N], alpha), smooth_candidates_dense_kernel(scores, A_sub [Q, C, C], alpha),
-# induced_adjacency(cand, graph[, query_fold]) -> A_sub.
-smooth_padded_kernel = _smooth_padded_jit
-smooth_full_dense_kernel = _smooth_full_dense_jit
-smooth_candidates_dense_kernel = _smooth_candidates_dense_jit
-induced_adjacency = _induced_adjacency
-
-__all__ = ["smooth_full", "smooth_full_segment_sum", "smooth_full_folds", "smooth_candidates", "candidate_subgraphs",
-           "stack_graphs", "union_edges", "fixed_block_plan",
-           "FoldGraphs", "normalized_edge_weights", "smooth_full_dense", "smooth_candidates_dense",
-           "dense_normalized_adjacency", "smooth_padded_kernel", "smooth_full_dense_kernel",
-           "smooth_candidates_dense_kernel", "induced_adjacency"]
+__all__ = ["smooth_full", "smooth_full_folds", "smooth_candidates", "prepare_graph", "PreparedGraph",
+           "candidate_subgraphs", "smooth_padded_batch", "induced_adjacency", "stack_graphs", "union_edges",
+           "fixed_block_plan", "FoldGraphs", "normalized_edge_weights", "combine"]

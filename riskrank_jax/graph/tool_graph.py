@@ -17,6 +17,8 @@ and the edge weight is  w_ij = sum_types / max_{pairs} sum_types.  Edges are sto
 sorted by (receiver, sender); there are no self-loops.  Everything is computed with array operations
 (sparse ``X.T @ X`` for co-occurrence, row-blocked matmuls for cosine and permission overlap); the only
 Python loop is over row blocks of ``GraphConfig.block_size`` tools.
+
+Why array operations: row-blocked matmuls build the graph of thousands of tools without a loop over pairs.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import jraph
 import numpy as np
 import scipy.sparse as sp
 
-from riskrank_jax.scoring import RISK_THRESHOLD, is_high_permission
+from riskrank_jax.scoring import RISK_THRESHOLD, is_high_permission, l2_normalise
 
 EDGE_TYPES: tuple[str, ...] = ("cooccur", "semantic", "permission", "risk_cooccur")
 
@@ -155,7 +157,7 @@ def _blocked_pairs(n, block, fn):
 
 def _semantic_pairs(tool_emb, cfg: GraphConfig):
     e = np.asarray(tool_emb, dtype=np.float32)
-    e = (e / np.maximum(np.linalg.norm(e, axis=-1, keepdims=True), 1e-12)).astype(np.float64)
+    e = l2_normalise(e, np).astype(np.float64)
     n = e.shape[0]
     col = np.arange(n)
 

@@ -8,7 +8,7 @@ Layout of a run directory (always resolved to an absolute path)::
 
 Usage::
 
-    res = train_models(..., checkpoint_dir="/abs/ckpt/run1", run_meta={"encoder": "all-MiniLM-L6-v2"})
+    res = train_models(..., TrainRun(seeds, checkpoint_dir="/abs/ckpt/run1", run_meta={"encoder": "all-MiniLM-L6-v2"}))
     # killed? call the same line again: it resumes after the last completed epoch, bit-identically.
     # finished? the same call returns the saved result without training.
     res = riskrank_jax.model.train.load_trained("/abs/ckpt/run1")
@@ -21,6 +21,8 @@ another data identity (stale), or when run.json is missing, truncated or of an u
 state cannot be restored (corrupt), ``RunStore.open`` renames it to ``<dir>.stale-<timestamp>``, logs one
 warning line saying why and where it went, and the run trains from scratch. It is never mixed into a new run.
 The saved state holds unpadded numpy arrays, so a run may resume on a different number of devices.
+
+Why keyed by configuration and data identity: a checkpoint is reused only for the run that wrote it.
 """
 
 from __future__ import annotations
@@ -206,18 +208,24 @@ def set_aside(directory, reason: str) -> Path:
     return target
 
 
+def read_json_file(path, error: type[Exception], missing: str):
+    """The JSON value stored in ``path``; ``error`` naming the file when it is absent (``missing`` says what that
+    means) or not valid JSON. Run files and saved rankers' manifests are read through it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
+
+
 def read_run(checkpoint_dir) -> dict:
     path = Path(checkpoint_dir).expanduser().resolve() / RUN_FILE
-    try:
-        saved = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CacheError(f"{path}: no such run file") from None
-    except json.JSONDecodeError as exc:
-        raise CacheError(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
+    saved = read_json_file(path, CacheError, "no such run file")
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         got = saved.get("format") if isinstance(saved, dict) else type(saved).__name__
         raise CacheError(f"{path}: unknown format {got!r} (expected {FORMAT!r})")
     return saved
 
 
-__all__ = ["RunStore", "read_run", "set_aside", "hash_arrays", "diff_keys", "RUN_FILE"]
+__all__ = ["RunStore", "read_run", "read_json_file", "set_aside", "hash_arrays", "diff_keys", "RUN_FILE"]

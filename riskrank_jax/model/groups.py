@@ -10,10 +10,11 @@ allows, at least one model.
 
 Within a group, ``map_models(fn, in_axes)`` maps a one-model function over the model axis: ``jax.vmap`` on an
 accelerator (or several devices, where the model axis is sharded), and on a single CPU device ``lax.map`` (the
-models one after another inside the same jitted program). Measured on a 2-core CPU (UltraTool, 15 models):
-one epoch of the dual heads 1.9 s mapped vs 2.7 s vmapped, one step of the correction reranker 415 vs 1,193 ms
-— XLA's CPU kernels for batched small matmuls, gathers and scatter-adds are slower than a loop over the
-unbatched ones. A model's result is the same either way up to float rounding (the reranker's: identical).
+models one after another inside the same jitted program). A model's result is the same either way up to
+float rounding (the reranker's: identical).
+
+Why: XLA's CPU kernels for batched small matmuls, gathers and scatter-adds are slower than a loop over the
+unbatched ones (figures in docs/performance.md, "Training").
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from riskrank_jax.runtime.memory import balanced_step, units_per_step
+
 
 def group_size(n_models: int, bytes_per_model: int, budget: int, multiple: int = 1) -> int:
     """Models per group: as many as ``budget`` bytes hold (at least ``multiple``), balanced over the groups."""
     if n_models < 1:
         raise ValueError(f"need at least one model, got {n_models}")
-    fit = max(1, int(budget) // max(1, int(bytes_per_model)))
-    n_groups = -(-n_models // fit)
-    size = -(-n_models // n_groups)
-    return max(multiple, -(-size // multiple) * multiple)
+    return balanced_step(n_models, units_per_step(bytes_per_model, budget), multiple)
 
 
 def plan_groups(n_models: int, bytes_per_model: int, budget: int,

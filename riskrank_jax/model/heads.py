@@ -20,6 +20,8 @@ Parameters are initialised like PyTorch's ``nn.Linear`` (the authors' release): 
 U(−1/√fan_in, 1/√fan_in). ``W1`` is stored as one [d_in, h] matrix whose row blocks follow the order of x.
 
 All functions are pure and ``jax.vmap``-able over a leading model axis of ``params``.
+
+Why pure functions of a params dict: the same code trains, vmaps over models and runs in a Ranker.
 """
 
 from __future__ import annotations
@@ -157,9 +159,9 @@ def first_layer(x, w):
 
     Autodiff writes that gradient as a product over x's leading axis (xᵀ·g), for which XLA's CPU backend picks a
     slower kernel than for the forward product; behind an ``optimization_barrier`` xᵀ is an ordinary row-major
-    operand. Measured on a 2-core CPU (one core, UltraTool, 15 concat models): one training epoch 2.1 -> 1.8 s,
-    parameters bit-identical. Used for the risk head's first layer and the concat relevance head's; the interact
-    relevance head keeps the plain product (no gain measured there, and its gradient's rounding changed)."""
+    operand (a faster training epoch on a CPU, parameters bit-identical: docs/performance.md, "Training"). Used
+    for the risk head's first layer and the concat relevance head's; the interact relevance head keeps the plain
+    product (no gain there, and its gradient's rounding changed)."""
     return x @ w
 
 
@@ -245,8 +247,7 @@ def _relevance_full_concat(p, q, t, query_chunk):
 def interact_chunk(n_tools: int, width: int, requested: int | None = None) -> int:
     """Queries per step of the interact head's full-pool scoring: ``requested`` (default: no limit), at most the
     largest power of two C whose [C, N, d] block holds <= ``_CHUNK_BUDGET`` elements. Larger blocks are slower on
-    a CPU, with identical outputs: measured on a 2-core CPU for 128 queries (``benchmarks/scoring.py --interact``),
-    C = 128 -> 32 took 505 -> 387 ms at N = 2,032 and C = 128 -> 16 took 1,055 -> 752 ms at N = 4,076."""
+    a CPU, with identical outputs (``benchmarks/scoring.py --interact``; docs/performance.md, "Scoring")."""
     cap = 1 << max(0, (_CHUNK_BUDGET // max(1, n_tools * width)).bit_length() - 1)
     return cap if requested is None else max(1, min(cap, int(requested)))
 

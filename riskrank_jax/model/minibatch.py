@@ -4,6 +4,8 @@
 
 ``loss_fn(params, idx)`` is the loss of the rows ``idx`` (int [batch]); each epoch draws a fresh permutation from
 its own key and drops the last ``n mod batch_size`` rows. Pure and jit/vmap-able.
+
+Why one loop: every risk head trains the same way, so their results are comparable.
 """
 
 from __future__ import annotations

@@ -16,9 +16,11 @@ of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on th
 (ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
 (γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
 
-Every (seed, fold) model trains in one jitted program mapped over the models (``model_groups.map_models``),
+Every (seed, fold) model trains in one jitted program mapped over the models (``model.groups.map_models``),
 run over groups of models sized by bytes
 (``memory_budget``); the held-out NDCG@5 scores only the held-out queries, in blocks sized by bytes.
+
+Why correct rather than replace: its features mean the same for unseen tools, and γ = 0 is the first stage.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import optax
 from riskrank_jax import metrics
 from riskrank_jax.retrieve.hybrid import choose_weights, zscore
 from riskrank_jax.model.groups import map_models, plan_groups
-from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit
 from riskrank_jax.scoring import top_order
 
 N_FEATURES = 4
@@ -106,9 +108,9 @@ def pair_products(qu, tv, cand):
     """[Q, K]: qu[q] · tv[cand[q, k]] for qu [Q, r], tv [N, r], cand int [Q, K] (valid ids).
 
     Computed as one [Q, N] matmul and a gather of K scalars per query, with a custom gradient that scatters the
-    [Q, K] cotangent into a dense [Q, N] block and takes two matmuls. On a CPU this is ~1.5x faster per
-    training step than gathering the [Q, K, r] factor rows and scatter-adding their gradient (measured on
-    UltraTool, 15 models, K = 207, r = 32: 287 vs 415 ms); equal up to float rounding."""
+    [Q, K] cotangent into a dense [Q, N] block and takes two matmuls: on a CPU that is faster per training step
+    than gathering the [Q, K, r] factor rows and scatter-adding their gradient (docs/performance.md,
+    "Training"); equal up to float rounding."""
     return jnp.take_along_axis(qu @ tv.T, cand, axis=1)
 
 
@@ -252,9 +254,7 @@ def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int
     fixed = n_queries * k * (40 + 12 * config.rank) + 36 * n_queries * n_tools \
         + 12 * config.rank * (n_tools + n_queries + 2 * dim)
     per_row = 40 * n_tools * len(config.gates)
-    chunk = max(1, n_held)
-    while chunk > 1 and fixed + chunk * per_row > budget:
-        chunk = (chunk + 1) // 2
+    chunk = halved_to_fit(n_held, per_row, budget, fixed)
     return fixed + chunk * per_row, chunk
 
 

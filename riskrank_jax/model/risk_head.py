@@ -4,6 +4,13 @@ It is the dual-head model's risk head (riskrank_jax.model.heads.risk) trained on
 error to (r − 1)/4 over a labelled tool set. The package ships one trained on the embedded demo
 benchmark's labels over all-MiniLM-L6-v2 embeddings of `tool_text` (`default_head()`);
 `riskrank-jax fit-risk` trains one on any labelled registry.
+
+One trainer serves every caller: `train_risk_head` (one seed: fit-risk, registry audits, the transfer
+experiment) and `train_risk_heads` (one model per seed, vmapped: the sweep's risk-only rows) run the same
+per-seed function; optimiser, weight decay and initialisation are `HeadConfig` fields, so each caller keeps its
+own numbers (`RiskHeadConfig` holds the sweep's).
+
+Why stand-alone: a user registry has no training queries, only tool texts and perhaps labels.
 """
 
 from __future__ import annotations
@@ -24,9 +31,18 @@ DEFAULT_HEAD_FILE = "demo_minilm_head.npz"
 PARAM_KEYS = ("V1", "c1", "V2", "c2")
 
 
+OPTIMIZERS = ("adamw", "adam")
+INITS = ("head", "dual")
+
+
 @dataclass(frozen=True)
 class HeadConfig:
-    """Training settings (one seed). Defaults measured by 5-fold CV on the demo labels (docs/registry.md)."""
+    """Training settings. Defaults (the shipped head's) chosen by 5-fold CV on the demo labels (docs/registry.md).
+
+    ``optimizer``: "adamw" (with ``weight_decay``) or "adam" (no decay). ``init``: "head" (``init_head``) or
+    "dual" (the risk block of ``heads.init_params``, the dual-head model's initialisation). ``seed``: the seed
+    of ``train_risk_head`` (``train_risk_heads`` takes its seeds as an argument).
+    """
 
     hidden: int = 64
     epochs: int = 60
@@ -34,10 +50,30 @@ class HeadConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     seed: int = 0
+    optimizer: str = "adamw"
+    init: str = "head"
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+
+
+@dataclass(frozen=True)
+class RiskHeadConfig(HeadConfig):
+    """The sweep's zero-shot risk heads (beyond the paper): Adam without decay and the dual-head initialisation,
+    so seed s starts from the risk block of the dual-head model of seed s."""
+
+    epochs: int = 30
+    batch_size: int = 64
+    weight_decay: float = 0.0
+    optimizer: str = "adam"
+    init: str = "dual"
 
 
 def init_head(key, dim: int, hidden: int) -> dict:
-    """{"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, uniform in ±1/√fan_in (as model.init_params)."""
+    """{"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, uniform in ±1/√fan_in (as model.heads.init_params)."""
     import jax
 
     k1, k2, k3, k4 = jax.random.split(key, 4)
@@ -55,8 +91,9 @@ def predict(params: dict, emb) -> np.ndarray:
     return np.asarray(model_lib.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
 
-@lru_cache(maxsize=8)
-def _train_program(n: int, dim: int, config: HeadConfig):
+def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
+    """One seed: MSE of f_risk(emb [N, d]) to target [N] over shuffled minibatches. Returns (params
+    {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]). Pure; jit/vmap-able."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -64,31 +101,35 @@ def _train_program(n: int, dim: int, config: HeadConfig):
     from riskrank_jax.model import heads as model_lib
     from riskrank_jax.model.minibatch import minibatch_epochs
 
-    batch = min(config.batch_size, n)
-    opt = optax.adamw(config.lr, weight_decay=config.weight_decay)
+    n, dim = emb.shape
+    opt = (optax.adam(config.lr) if config.optimizer == "adam"
+           else optax.adamw(config.lr, weight_decay=config.weight_decay))
+    key, init_key = jax.random.split(jax.random.key(seed))
+    params = (model_lib.init_params(init_key, dim, config.hidden)["risk"] if config.init == "dual"
+              else init_head(init_key, dim, config.hidden))
 
-    def train(emb, target):
-        key, init_key = jax.random.split(jax.random.key(config.seed))
-        params = init_head(init_key, dim, config.hidden)
+    def loss_fn(p, idx):
+        return jnp.mean((model_lib.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
 
-        def loss_fn(p, idx):
-            return jnp.mean((model_lib.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
-
-        return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch, epochs=config.epochs)
-
-    return jax.jit(train)
+    return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch_size, epochs=config.epochs)
 
 
-def train_risk_head(emb, risk, config: HeadConfig = HeadConfig()) -> tuple[dict, np.ndarray]:
-    """Fit the risk head by MSE to (r − 1)/4.
+@lru_cache(maxsize=8)
+def _train_program(n: int, config: HeadConfig, per_seed: bool):
+    """jit of ``_fit_one`` for N tools: (emb, target) with ``config.seed``, or (seeds [S], emb, target) vmapped."""
+    import jax
 
-    Args:
-      emb: float32 [N, d] tool embeddings (L2-normalised).
-      risk: int [N] labels in 1..5.
-    Returns:
-      (params as numpy arrays {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]).
-    """
+    fit = partial(_fit_one, config=config, batch_size=min(config.batch_size, n))
+    if per_seed:
+        return jax.jit(jax.vmap(fit, in_axes=(0, None, None)))
+    return jax.jit(partial(fit, config.seed))
+
+
+def _checked_inputs(emb, risk):
+    """(emb float32 [N, d], target float32 [N] = (r − 1)/4) as device arrays, or RiskHeadError."""
     import jax.numpy as jnp
+
+    from riskrank_jax.scoring import level_to_score
 
     emb = np.asarray(emb, np.float32)
     risk = np.asarray(risk)
@@ -96,9 +137,39 @@ def train_risk_head(emb, risk, config: HeadConfig = HeadConfig()) -> tuple[dict,
         raise RiskHeadError(f"need embeddings [N, d] and N labels with N >= 2; got {emb.shape} and {risk.shape}")
     if not ((risk >= 1) & (risk <= 5)).all():
         raise RiskHeadError("risk labels must be integers in 1..5")
-    target = (jnp.asarray(risk, jnp.float32) - 1.0) / 4.0
-    params, losses = _train_program(emb.shape[0], emb.shape[1], config)(jnp.asarray(emb), target)
+    return jnp.asarray(emb), jnp.asarray(level_to_score(risk))
+
+
+def train_risk_head(emb, risk, config: HeadConfig = HeadConfig()) -> tuple[dict, np.ndarray]:
+    """Fit the risk head by MSE to (r − 1)/4, seed ``config.seed``.
+
+    Args:
+      emb: float32 [N, d] tool embeddings (L2-normalised).
+      risk: int [N] labels in 1..5.
+    Returns:
+      (params as numpy arrays {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]).
+    """
+    emb, target = _checked_inputs(emb, risk)
+    params, losses = _train_program(emb.shape[0], config, False)(emb, target)
     return {k: np.asarray(v) for k, v in params.items()}, np.asarray(losses)
+
+
+def train_risk_heads(tool_emb, risk, seeds, config: HeadConfig = RiskHeadConfig()) -> dict:
+    """The risk head fitted to (r − 1)/4 over a registry's tools, one model per seed (vmapped over the seeds).
+
+    Zero-shot deployment (beyond the paper): no training queries are needed.
+
+    Args:
+      tool_emb: float32 [N, d]; risk: int [N] levels 1..5; seeds: S seeds (``config.seed`` is not used).
+
+    Returns:
+      {"risk": {"V1" [S, d, h], "c1" [S, h], "V2" [S, h, 1], "c2" [S, 1]}} (use with ``heads.risk`` vmapped).
+    """
+    import jax.numpy as jnp
+
+    emb, target = _checked_inputs(tool_emb, risk)
+    params, _ = _train_program(emb.shape[0], config, True)(jnp.asarray(seeds, dtype=jnp.uint32), emb, target)
+    return {"risk": params}
 
 
 def levels_from_scores(scores) -> np.ndarray:

@@ -1,12 +1,12 @@
 """Training of the dual heads: every (seed, fold[, λ]) model of a run in one jitted program over the model axis
 (vmapped; on a single CPU device a ``lax.map`` over the models, which XLA runs faster there: see
-``model_groups.map_models``).
+``model.groups.map_models``).
 
 Usage::
 
     cfg = TrainConfig()                                   # docs/method.md §3 protocol values
-    res = train_models(tool_emb, query_emb, gold, risk, bench.train_fold_mask, (42, 123, 777), cfg,
-                       checkpoint_dir="/abs/ckpt/ultratool-minilm", run_meta={"encoder": ..., ...})
+    res = train_models(tool_emb, query_emb, gold, risk, bench.train_fold_mask, cfg,
+                       TrainRun((42, 123, 777), checkpoint_dir="/abs/ckpt/ultratool-minilm", run_meta={...}))
     p = res.model_params(m)                               # model m = s * F + f (× L + l when λ-aware)
 
 What one model does (docs/method.md §3):
@@ -35,6 +35,8 @@ leaves parameters and optimiser state untouched (``jnp.where``), so a model's re
 when it trains alone. The model axis runs in equal groups sized by a byte estimate of each model's
 intermediates (``model_bytes``, ``memory_budget``); each group's axis can be sharded over all local devices
 (1-D mesh). Groups share the run's static shapes, so a model's result does not depend on its group.
+
+Why one program: the models share every static shape, so one compilation trains them all.
 """
 
 from __future__ import annotations
@@ -53,11 +55,10 @@ import optax
 
 from riskrank_jax.model import checkpoints as ckpt
 from riskrank_jax.model import heads as rr_model
-from riskrank_jax.model.minibatch import minibatch_epochs
 from riskrank_jax.model.groups import map_models, plan_groups
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.errors import CacheError
-from riskrank_jax.scoring import level_to_score, penalise
+from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
 from riskrank_jax.runtime.progress import progress_bar
 
 NEGATIVES = ("uniform", "hard", "mixed")
@@ -196,8 +197,7 @@ def hard_candidates(query_emb, tool_emb, gold, hard_pool: int):
 
     Returns (order int32 [Q, H], n_allowed int32 [Q]).
     """
-    qn = query_emb / jnp.maximum(jnp.linalg.norm(query_emb, axis=-1, keepdims=True), 1e-12)
-    tn = tool_emb / jnp.maximum(jnp.linalg.norm(tool_emb, axis=-1, keepdims=True), 1e-12)
+    qn, tn = l2_normalise(query_emb), l2_normalise(tool_emb)
     _, top = jax.lax.top_k(qn @ tn.T, hard_pool)
     allowed = ~jnp.any(top[:, :, None] == gold[:, None, :], axis=-1)
     order = jnp.take_along_axis(top, jnp.argsort(~allowed, axis=1, stable=True), axis=1)
@@ -630,10 +630,41 @@ def _run_epochs(run: _Run, states: list, train_hist, held_hist, start_epoch: int
 # Entry point
 
 
-def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, ...],
-                 config: TrainConfig = TrainConfig(), *, folds: tuple[int, ...] | None = None, checkpoint_dir=None,
-                 run_meta: dict | None = None, progress: bool = True, on_epoch_end=None,
-                 data_id: str | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> TrainResult:
+@dataclass(frozen=True)
+class TrainRun:
+    """Which models a ``train_models`` call trains, where it keeps them, how it runs (only seeds and folds change
+    what it returns).
+
+    seeds: seeds of the run (model order seed-major, then fold, then λ).
+    folds: which rows of ``fold_mask`` to train (default: all). A fold keeps its index, so
+      ``folds=(2,)`` trains exactly the fold-2 model of a full run.
+    checkpoint_dir: absolute or relative directory; the state is saved there after every epoch, a
+      matching unfinished run resumes, a matching finished run is returned without training, and a
+      stale (other configuration or data) or corrupt one is renamed to ``<dir>.stale-<timestamp>`` with
+      one warning line and the run trains from scratch (see ``checkpoints``).
+    run_meta: JSON-able facts recorded in run.json and compared on resume (encoder id, benchmark,
+      protocol, ...).
+    progress: show a tqdm bar over epochs (mean losses over models) when stderr is a terminal.
+    on_epoch_end: optional callback(epochs_done, train_loss [M], heldout_loss [M]) called after the
+      epoch's checkpoint is written.
+    data_id: identity of the training data recorded in run.json and compared on resume (e.g. a hash of
+      the texts, labels, splits and the encoder id). Default: a hash of the arrays' bytes, which changes
+      when re-encoding moves an embedding by one ulp; pass a data_id to make a checkpoint survive that.
+    memory_budget: bytes allowed for the training intermediates: the models train in equal groups of as
+      many as ``model_bytes`` says fit (one vmapped call per group and epoch). Does not change results.
+    """
+
+    seeds: tuple[int, ...]
+    folds: tuple[int, ...] | None = None
+    checkpoint_dir: str | Path | None = None
+    run_meta: dict | None = None
+    progress: bool = True
+    on_epoch_end: Callable | None = None
+    data_id: str | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+
+
+def train_models(tool_emb, query_emb, gold, risk, fold_mask, config: TrainConfig, run: TrainRun) -> TrainResult:
     """Train every (seed, fold[, λ]) model of a run together and keep each one's best epoch.
 
     Args:
@@ -642,43 +673,28 @@ def train_models(tool_emb, query_emb, gold, risk, fold_mask, seeds: tuple[int, .
       gold: int32 [Q, G] gold tool ids, padded with -1.
       risk: int32 [N] risk levels 1..5 (target (r − 1)/4).
       fold_mask: bool [F, Q]; fold f's models train on the queries where it is True.
-      seeds: seeds of the run (model order seed-major, then fold, then λ).
       config: hyper-parameters.
-      folds: which rows of ``fold_mask`` to train (default: all). A fold keeps its index, so
-        ``folds=(2,)`` trains exactly the fold-2 model of a full run.
-      checkpoint_dir: absolute or relative directory; the state is saved there after every epoch, a
-        matching unfinished run resumes, a matching finished run is returned without training, and a
-        stale (other configuration or data) or corrupt one is renamed to ``<dir>.stale-<timestamp>`` with
-        one warning line and the run trains from scratch (see ``checkpoints``).
-      run_meta: JSON-able facts recorded in run.json and compared on resume (encoder id, benchmark,
-        protocol, ...).
-      progress: show a tqdm bar over epochs (mean losses over models) when stderr is a terminal.
-      on_epoch_end: optional callback(epochs_done, train_loss [M], heldout_loss [M]) called after the
-        epoch's checkpoint is written.
-      data_id: identity of the training data recorded in run.json and compared on resume (e.g. a hash of
-        the texts, labels, splits and the encoder id). Default: a hash of the arrays' bytes, which changes
-        when re-encoding moves an embedding by one ulp; pass a data_id to make a checkpoint survive that.
-      memory_budget: bytes allowed for the training intermediates: the models train in equal groups of as
-        many as ``model_bytes`` says fit (one vmapped call per group and epoch). Does not change results.
+      run: seeds, folds, checkpoint directory, progress and memory budget (``TrainRun``).
 
     Returns:
       TrainResult with the best-epoch parameters stacked over models.
     """
     tool_emb, query_emb, gold_in, risk, fold_mask = _checked_inputs(tool_emb, query_emb, gold, risk, fold_mask)
-    seeds, folds = _checked_seeds_folds(seeds, folds, fold_mask.shape[0])
+    seeds, folds = _checked_seeds_folds(run.seeds, run.folds, fold_mask.shape[0])
+    checkpoint_dir, data_id = run.checkpoint_dir, run.data_id
     index = model_index(seeds, folds, config)
     data_hash = str(data_id) if data_id is not None else ckpt.hash_arrays(tool_emb, query_emb, gold_in, risk, fold_mask)
-    run_config = _run_config(config, seeds, folds, index, tool_emb, query_emb, fold_mask, run_meta)
+    run_config = _run_config(config, seeds, folds, index, tool_emb, query_emb, fold_mask, run.run_meta)
     store, saved, start_epoch, finished = _open_checkpoint(checkpoint_dir, run_config, data_hash, config)
     if finished is not None:
         return finished
-    run = _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config, memory_budget)
-    states, train_hist, held_hist = _initial_state(run, saved, config.epochs)
+    prepared = _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config, run.memory_budget)
+    states, train_hist, held_hist = _initial_state(prepared, saved, config.epochs)
     if store is not None:
         store.begin()
-    states = _run_epochs(run, states, train_hist, held_hist, start_epoch, config.epochs, store, progress,
-                         on_epoch_end)
-    final = _gathered(states, run.groups)
+    states = _run_epochs(prepared, states, train_hist, held_hist, start_epoch, config.epochs, store, run.progress,
+                         run.on_epoch_end)
+    final = _gathered(states, prepared.groups)
     result = TrainResult(params=jax.tree.map(jnp.asarray, final["best_params"]), model_index=index,
                          heldout_loss=held_hist, train_loss=train_hist,
                          best_epoch=np.asarray(final["best_epoch"]).astype(np.int32), config=config,
@@ -804,54 +820,7 @@ def lambda_run_from_plain(plain: TrainResult, rest: TrainResult | None, config: 
                        config=config, data_hash=plain.data_hash, run_config=run_config)
 
 
-# ----------------------------------------------------------------------------------------------
-# Risk head alone (zero-shot registries: no training queries)
-
-
-@dataclass(frozen=True)
-class RiskHeadConfig:
-    """Hyper-parameters of ``train_risk_heads`` (beyond the paper)."""
-
-    epochs: int = 30
-    batch_size: int = 64
-    lr: float = 1e-3
-    hidden: int = 64
-
-
-def _fit_risk_head(seed, t_emb, target, *, config: RiskHeadConfig, batch_size: int):
-    """One seed: MSE of f_risk to the targets over shuffled minibatches; returns the risk-head params."""
-    n, d = t_emb.shape
-    opt = optax.adam(config.lr)
-    key, init_key = jax.random.split(jax.random.key(seed))
-    params = {"risk": rr_model.init_params(init_key, d, config.hidden)["risk"]}
-
-    def loss_fn(p, idx):
-        return jnp.mean((rr_model.risk(p, t_emb[idx]) - target[idx]) ** 2)
-
-    return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch_size, epochs=config.epochs)[0]
-
-
-def train_risk_heads(tool_emb, risk, seeds, config: RiskHeadConfig = RiskHeadConfig()) -> dict:
-    """The risk head alone, fitted to (r − 1)/4 over a registry's tools, one model per seed (vmapped).
-
-    Zero-shot deployment (beyond the paper): no training queries are needed. The initialisation draws the
-    full dual-head parameters from the seed and keeps the risk block, so seed s gives the same head as
-    before this function returned parameters.
-
-    Args:
-      tool_emb: float32 [N, d]; risk: int [N] levels 1..5; seeds: S seeds.
-
-    Returns:
-      {"risk": {...}} with a leading seed axis S on every leaf (use with ``model.risk``).
-    """
-    t_emb = jnp.asarray(tool_emb)
-    target = jnp.asarray(level_to_score(np.asarray(risk)))
-    batch_size = min(config.batch_size, t_emb.shape[0])
-    fit = functools.partial(_fit_risk_head, config=config, batch_size=batch_size)
-    program = jax.jit(jax.vmap(fit, in_axes=(0, None, None)))
-    return program(jnp.asarray(seeds, dtype=jnp.uint32), t_emb, target)
-
-
-__all__ = ["TrainConfig", "TrainResult", "train_models", "build_triplets", "model_index", "hard_candidates",
+__all__ = ["TrainConfig", "TrainResult", "TrainRun", "train_models", "build_triplets", "model_index",
+           "hard_candidates",
            "abstract_state", "result_from_state", "load_trained", "plain_config", "lambda_run_from_plain",
-           "RiskHeadConfig", "train_risk_heads", "model_bytes"]
+           "model_bytes"]

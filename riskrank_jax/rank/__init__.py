@@ -1,1 +1,15 @@
-"""rank."""
+"""Ranking a registry for queries: the `Ranker` object and the stacked pipeline the experiments run.
+
+    ranker.py           `Ranker` (arrays + heads + graph) and `RankConfig`; save / load, rank, rank_queries
+    stacked.py          score -> penalise -> smooth -> rank -> rule filter over stacked seeds, folds and λ
+    rule_filter.py      the rule filter for audited registries (risk / permission caps, near-duplicates)
+    registry_inputs.py  a user registry -> embeddings, assessed risk, zero-shot graph
+    tool_hits.py        the `ToolHit` records `rank_queries` returns
+    explain.py          how each stage moved each returned tool (`rank --explain`)
+    fit.py              `riskrank-jax fit`: train heads on a query log, or keep the zero-shot ranker
+    query_log.py        query files and (query, tools used) logs
+    risk_budget.py      choose λ so that mean RVR@k stays within a budget
+    sharded.py          top-k over a registry sharded over devices
+
+Why one folder: a deployed `Ranker` and the sweep call the same stage functions, so their rankings agree.
+"""

@@ -3,13 +3,15 @@
     ranker, report = fit_ranker(["examples/mcp_tools.json"], "log.jsonl")
     ranker.save("my_ranker")                     # then: riskrank-jax rank ... --model my_ranker
 
-Every ``heldout_every``-th logged query is held out. The dual heads (``train.train_models``, one fold, the
+Every ``heldout_every``-th logged query is held out. The dual heads (``model.train.train_models``, one fold, the
 given seeds) are trained on the rest, with the registry's assessed risk levels as the risk target, and
 scored as a Ranker (head f_rel − λ·risk, graph with co-occurrence edges from the training queries) on
 the held-out queries by NDCG@k, against the zero-shot ranker (``Ranker.from_registry``'s defaults). When
 the heads beat it on average over seeds, the best seed's settings are retrained on every logged query
 and that Ranker is returned; otherwise the zero-shot ranker is (a small log rarely beats the hybrid
 first stage). The report says which and why, with the measured numbers.
+
+Why it may keep the zero-shot ranker: a small log rarely beats it, and a worse trained ranker must not win.
 """
 
 from __future__ import annotations
@@ -56,10 +58,10 @@ def _ndcg(ranker: Ranker, q_emb, texts, gold, k: int) -> float:
 
 
 def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig):
-    from riskrank_jax.model.train import TrainConfig, train_models
+    from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
 
-    return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], tuple(seeds),
-                        TrainConfig(epochs=cfg.epochs), progress=False)
+    return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], TrainConfig(epochs=cfg.epochs),
+                        TrainRun(tuple(seeds), progress=False))
 
 
 def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig = FitConfig(),

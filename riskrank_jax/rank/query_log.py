@@ -6,6 +6,8 @@
 
 A log line is one JSON object {"query": "...", "tools": ["tool_name", ...]}: a request and the tools the
 agent used for it. Tool names are the registry's (namespaced `source/name` ones included).
+
+Why strict: a typo in a tool name is reported with its line, not silently dropped.
 """
 
 from __future__ import annotations

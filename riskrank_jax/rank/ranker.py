@@ -7,7 +7,7 @@
     ranker.save("my_ranker")                   # orbax arrays + manifest.json
     ranker = Ranker.load("my_ranker", expect_encoder_id=enc.model_id)
 
-Scoring (the stages the experiments use, ``riskrank_jax.scoring`` / ``pipeline`` / ``smoothing``)::
+Scoring (the stages the experiments use: ``scoring``, ``rank.stacked``, ``graph.smoothing``)::
 
     relevance   f_rel(q, t) of the head, or — zero-shot, no head — the first stage's score (cosine; BM25
                 when first_stage = "bm25"; z-scored BM25 + cosine fusion when "hybrid")
@@ -19,6 +19,8 @@ Scoring (the stages the experiments use, ``riskrank_jax.scoring`` / ``pipeline``
 graph up to rounding. With ``n_candidates`` only the first stage's top candidates are reranked (the others
 score −inf in ``total``; ranks beyond them follow the first stage). ``rank`` pads the query batch to a
 power-of-two bucket, so its jitted programs compile once per bucket.
+
+Why one object: a deployed ranker and the sweep run the same stage functions on the same arrays.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import jraph
 import numpy as np
 
 from riskrank_jax.model import heads as model_lib
+from riskrank_jax.model.checkpoints import read_json_file
 from riskrank_jax.retrieve import hybrid
 from riskrank_jax.rank import stacked as pipeline
 from riskrank_jax.retrieve import baselines as retrievers
@@ -97,7 +100,7 @@ class RankConfig:
 
 
 # Defaults of Ranker.from_registry (zero-shot over a user registry): hybrid first stage, λ in per-query
-# standard deviations, graph on, rule filter off. λ and α measured on the demo benchmark's test queries
+# standard deviations, graph on, rule filter off. λ and α chosen on the demo benchmark's test queries
 # (scripts/default_rank_config.py; docs/registry.md).
 DEFAULT_REGISTRY_CONFIG = RankConfig(lam=1.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
 
@@ -141,12 +144,6 @@ def check_queries(queries) -> None:
 # ---------------------------------------------------------------------------------------------- pure stages
 
 
-def _graph_tuple(arrays, n_tools: int) -> jraph.GraphsTuple:
-    return jraph.GraphsTuple(nodes=None, edges=arrays["weights"], senders=arrays["senders"],
-                             receivers=arrays["receivers"], n_node=np.array([n_tools], np.int32),
-                             n_edge=np.array([arrays["senders"].shape[0]], np.int32), globals=None)
-
-
 def _penalised(arrays, q_emb, first, config: RankConfig):
     """(relevance, risk_penalty, penalised), each [Q, N]."""
     t_emb, risk = arrays["tool_emb"], arrays["risk_scores"]
@@ -154,13 +151,8 @@ def _penalised(arrays, q_emb, first, config: RankConfig):
     return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def _full_parts(arrays, q_emb, first, config: RankConfig) -> ScoreParts:
-    rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
-    total = pen
-    if config.alpha > 0 and "senders" in arrays:
-        total = smoothing.smooth_full(pen, _graph_tuple(arrays, pen.shape[-1]), config.alpha)
-    return ScoreParts(rel, risk_penalty, total - pen, total)
+# full pool: this jitted stage, then smoothing on the ranker's prepared graph, then a jitted ranking stage
+_penalised_stage = jax.jit(_penalised, static_argnames=("config",))
 
 
 def _rule(ranking, arrays, config: RankConfig):
@@ -170,8 +162,9 @@ def _rule(ranking, arrays, config: RankConfig):
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
-def _full_rank(arrays, q_emb, first, config: RankConfig, k: int):
-    ranking = rank_order(_full_parts(arrays, q_emb, first, config).total)
+def _full_rank(arrays, total, config: RankConfig, k: int):
+    """int32 [Q, k] from total [Q, N]: descending order, then the rule filter when enabled."""
+    ranking = rank_order(total)
     return (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
 
 
@@ -182,9 +175,9 @@ def _hybrid_scores(q_emb, tool_emb, bm25, weight):
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
-def _full_rank_with_parts(arrays, q_emb, first, config: RankConfig, k: int):
-    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from one scoring pass."""
-    parts = _full_parts(arrays, q_emb, first, config)
+def _full_rank_with_parts(arrays, rel, risk_penalty, pen, total, config: RankConfig, k: int):
+    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from the full-pool stages' [Q, N] scores."""
+    parts = ScoreParts(rel, risk_penalty, total - pen, total)
     if config.rule_filter:
         ids = _rule(rank_order(parts.total), arrays, config)[:, :k]
     else:  # top_k returns equal scores lower index first, as rank_order does, without sorting all N
@@ -328,9 +321,21 @@ class Ranker:
                "perm_level": self.perm_level}
         if self.params is not None:
             out["params"] = self.params
-        if self.graph is not None:
-            out.update(senders=self.graph.senders, receivers=self.graph.receivers, weights=self.graph.weights)
         return jax.device_put(out)
+
+    @functools.cached_property
+    def _prepared_graph(self) -> smoothing.PreparedGraph | None:
+        """The graph's neighbour tables and Â, built once (the graph never changes for a ranker); its bucket sums
+        in the compile-light form, as a ranker smooths a few requests at a time and compiles once per batch size."""
+        return None if self.graph is None else smoothing.prepare_graph(self.graph, unrolled=False)
+
+    def _full_stages(self, q, first):
+        """(rel, risk_penalty, penalised, total), each [B, N]: jitted scoring, then full-pool smoothing."""
+        rel, risk_penalty, pen = _penalised_stage(self._arrays, q, first, self.config)
+        total = pen
+        if self.config.alpha > 0 and self.graph is not None:
+            total = smoothing.smooth_full(pen, self._prepared_graph, self.config.alpha)
+        return rel, risk_penalty, pen, total
 
     @functools.cached_property
     def _bm25(self) -> retrievers.Bm25Index:
@@ -370,7 +375,8 @@ class Ranker:
         """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N]."""
         q, first, n_q = self._inputs(q_emb, q_texts)
         if self.config.n_candidates is None:
-            parts = _full_parts(self._arrays, q, first, self.config)
+            rel, risk_penalty, pen, total = self._full_stages(q, first)
+            parts = ScoreParts(rel, risk_penalty, total - pen, total)
         else:
             rel, risk_penalty, pen, cs, cand = self._candidate_scores(q, first)
             rows = jnp.arange(cand.shape[0])[:, None]
@@ -386,7 +392,7 @@ class Ranker:
             raise RankerError(f"k must be in 1..{self.size}, got {k}")
         q, first, n_q = self._inputs(q_emb, q_texts)
         if self.config.n_candidates is None:
-            ids = _full_rank(self._arrays, q, first, self.config, k)
+            ids = _full_rank(self._arrays, self._full_stages(q, first)[-1], self.config, k)
         else:
             _, _, _, cs, cand = self._candidate_scores(q, first)
             ids = _candidate_rank(self._arrays, cs, cand, first, self.config, k)
@@ -425,7 +431,7 @@ class Ranker:
         q_emb = self.encode_queries(queries)
         q, first, n_q = self._inputs(q_emb, queries)
         if self.config.n_candidates is None:
-            ids, parts = _full_rank_with_parts(self._arrays, q, first, self.config, k)
+            ids, parts = _full_rank_with_parts(self._arrays, *self._full_stages(q, first), self.config, k)
             ids, total, rel = (np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
         else:
             ids = self.rank(q_emb, k, q_texts=queries)
@@ -486,12 +492,9 @@ class Ranker:
 def read_manifest(directory: Path) -> dict:
     """The manifest of a saved ranker, checked for format and version."""
     path = Path(directory) / MANIFEST
-    try:
-        m = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RankerError(f"{path}: no saved ranker here (manifest missing)") from None
-    except json.JSONDecodeError as e:
-        raise RankerError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    m = read_json_file(path, RankerError, "no saved ranker here (manifest missing)")
+    if not isinstance(m, dict):
+        raise RankerError(f"{path}: not a ranker manifest (a JSON {type(m).__name__})")
     if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
         raise RankerError(f"{path}: format {m.get('format')!r} version {m.get('format_version')!r}; this "
                           f"riskrank-jax reads {FORMAT!r} version {FORMAT_VERSION}")

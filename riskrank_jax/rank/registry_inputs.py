@@ -5,6 +5,8 @@
     graph = zero_shot_graph(inputs)                                          # semantic + permission edges
 
 `Ranker.from_registry` turns these into a Ranker; this module does not import the Ranker (no cycle).
+
+Why separate from the Ranker: it is the only part that reads files and encodes texts.
 """
 
 from __future__ import annotations

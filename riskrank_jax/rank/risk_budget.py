@@ -7,6 +7,8 @@ Instead of guessing λ, a user states the exposure they accept (e.g. "at most 5%
 may be risky") and λ is read off labelled held-out queries: the smallest λ of the grid whose mean RVR@k on
 those queries is within the budget (the smallest keeps relevance highest). When no λ of the grid reaches
 the budget, the largest λ is returned and the caller should report that the budget was not met there.
+
+Why a budget: an exposure users can state is easier to choose than a penalty weight.
 """
 
 from __future__ import annotations

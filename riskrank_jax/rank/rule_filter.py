@@ -24,6 +24,8 @@ ends; vmapped over queries it runs until the slowest query in the batch is done 
 carried unchanged).  ``method="scan"`` is a ``lax.scan`` over all L positions that carries a done flag
 and accepts nothing once done (same result, no early stop; it still evaluates every step).  The final
 stable partition (accepted first) is an O(k L) gather.
+
+Why a while_loop with O(k) state: it stops once k tools are accepted, never walking the whole ranking.
 """
 
 from __future__ import annotations
@@ -34,11 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.scoring import PERM_THRESHOLD, RISK_THRESHOLD
-
-
-def _normalise(x):
-    return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+from riskrank_jax.scoring import PERM_THRESHOLD, RISK_THRESHOLD, l2_normalise
 
 
 def _init_state(k: int, l: int):
@@ -67,8 +65,8 @@ def _partition(row, acc_pos, n_acc):
 
     A gather, not a scatter: output slot j < n_acc takes position acc_pos[j]; slot j >= n_acc takes the
     (j − n_acc)-th position that was not accepted, found by stepping over the accepted positions in ascending
-    order (the walk accepts in position order; unused slots hold L, past every position). k passes over the row,
-    where the scatter of every position was ~6x slower on a CPU (Seal-Tools, 704 x 4,076, one core: 119 -> 26 ms)."""
+    order (the walk accepts in position order; unused slots hold L, past every position). k passes over the row:
+    on a CPU a scatter of every position is several times slower (docs/performance.md, "Rule filter")."""
     l = row.shape[0]
     j = jnp.arange(l, dtype=jnp.int32)
     src = j - n_acc
@@ -105,7 +103,7 @@ def _filter_one(row, emb, risky, high, caps, k: int, method: str):
 
 @functools.partial(jax.jit, static_argnames=("k", "method"))
 def _rule_filter_jit(ranking, risky, high, emb, risk_cap, perm_cap, sim_threshold, *, k, method):
-    emb = _normalise(emb)
+    emb = l2_normalise(emb)
     caps = (risk_cap, perm_cap, sim_threshold)
     return jax.vmap(lambda row: _filter_one(row, emb, risky, high, caps, k, method))(ranking)
 
@@ -152,7 +150,7 @@ def rule_filter_reference(ranking, risk, perm_level, tool_emb, *, k: int = 5, ri
                           perm_threshold: int = PERM_THRESHOLD) -> np.ndarray:
     """Plain-Python, float64 transcription of the rules (docs/method.md §6): the reference for tests and benchmarks."""
     emb = np.asarray(tool_emb, np.float64)
-    emb = emb / np.maximum(np.linalg.norm(emb, axis=-1, keepdims=True), 1e-12)
+    emb = l2_normalise(emb, np)
     out = []
     for row in np.asarray(ranking).tolist():
         accepted, deferred = [], []

@@ -10,13 +10,15 @@ Usage::
 Scores (both descending, ties broken by the lower tool id)::
 
     cosine   s(q, t) = q · t − λ · risk(t)               (zero-shot: unit embeddings, given risk [N])
-    head     s(q, t) = f_rel(q, t) − λ · f_risk(t)       (``model.relevance_full`` / ``model.risk``)
+    head     s(q, t) = f_rel(q, t) − λ · f_risk(t)       (``model.heads.relevance_full`` / ``.risk``)
 
 Each device holds N/D tools (``NamedSharding`` over the mesh) and walks its shard in chunks of
 ``tool_chunk`` tools with ``lax.scan``, keeping a running top-k: per-device memory is its shard plus one
 [Q, tool_chunk] block of scores (plus the head's fused intermediates), never [Q, N].  The per-device top-k
 lists are then merged (all-gather of D·k candidates, one more top-k).  Chunk shapes do not depend on the
 number of devices, so one device and D devices compute the same scores and return the same ids.
+
+Why chunked scans: per-device memory stays one shard plus one block, however large the registry.
 """
 
 from __future__ import annotations

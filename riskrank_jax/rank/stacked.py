@@ -12,6 +12,8 @@ whole grid of settings flows through one call (the experiments score every seed 
 
 Memory: ``model_scores`` evaluates each fold's models on that fold's queries only, in calls sized so the
 largest intermediate (models x queries x tools x hidden) stays within ``memory_budget`` bytes.
+
+Why leading axes: every seed, fold and λ of an experiment flows through one call of each stage.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from riskrank_jax.model import heads as model_lib
 from riskrank_jax.graph import smoothing
 from riskrank_jax.rank.rule_filter import rule_filter
-from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit, units_per_step
 from riskrank_jax.scoring import rank_order
 
 MAX_QUERY_CHUNK = 256  # queries per step of relevance_full's lax.map
@@ -46,11 +48,8 @@ def plan_chunks(n_models: int, n_queries: int, n_tools: int, bytes_per_pair: int
     The query step shrinks (halving from 256) only when one model alone exceeds the budget.
     """
     per_query = max(1, n_tools * bytes_per_pair)
-    q = max(1, min(MAX_QUERY_CHUNK, n_queries))
-    while q > 1 and q * per_query > budget:
-        q = (q + 1) // 2
-    m = int(max(1, min(n_models, budget // (q * per_query))))
-    return m, q
+    q = halved_to_fit(min(MAX_QUERY_CHUNK, n_queries), per_query, budget)
+    return max(1, min(n_models, units_per_step(q * per_query, budget))), q
 
 
 @functools.partial(jax.jit, static_argnames=("query_chunk",))
@@ -111,11 +110,12 @@ def model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold: np.ndarray,
 
 
 def smooth_per_fold(scores, graphs, test_fold: np.ndarray, alpha: float, *, fixed_shapes: bool = False):
-    """ToolGraph smoothing in full-pool mode, each query on its own fold's graph (one jitted call).
+    """ToolGraph smoothing in full-pool mode, each query on its own fold's graph (neighbour-list kernel; the graphs
+    must be concrete, so call it between jitted stages).
 
     scores [..., Q, N] (leading axes, e.g. λ and seeds, are folded into the query batch); graphs: one
-    ToolGraph per fold, or a ``smoothing.FoldGraphs`` (rows = folds); test_fold int [Q].
-    ``fixed_shapes``: see ``smoothing.smooth_full_folds`` (one compiled program for many graphs).
+    ToolGraph per fold, or a ``graph.smoothing.FoldGraphs`` (rows = folds); test_fold int [Q].
+    ``fixed_shapes``: see ``graph.smoothing.smooth_full_folds`` (one compiled program for many graphs).
     """
     scores = jnp.asarray(scores)
     flat = scores.reshape(-1, scores.shape[-1])
@@ -128,7 +128,9 @@ def smooth_per_fold(scores, graphs, test_fold: np.ndarray, alpha: float, *, fixe
 
 
 def smooth_candidates_per_fold(cand_scores, cand, graphs: Sequence, test_fold: np.ndarray, alpha: float):
-    """Candidate-mode smoothing: cand_scores [..., Q, C] over candidates cand [Q, C] of each query."""
+    """Candidate-mode smoothing: cand_scores [..., Q, C] over candidates cand [Q, C] of each query, each on the
+    subgraph of its fold's graph (graphs: one ToolGraph, or one per fold with test_fold int [Q]) its candidates
+    induce -> [..., Q, C]."""
     cand_scores = jnp.asarray(cand_scores)
     flat = cand_scores.reshape(-1, cand_scores.shape[-1])
     n_lead = flat.shape[0] // cand_scores.shape[-2]

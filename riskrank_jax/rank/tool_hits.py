@@ -2,6 +2,8 @@
 
     hits = ranker.rank_queries(["delete the branch feature-x"], k=5)[0]
     [h.name for h in hits]; hits[0].score, hits[0].relevance, hits[0].risk_level, hits[0].risk_source
+
+Why records: a program gets names, scores and risk sources, not indices into arrays.
 """
 
 from __future__ import annotations

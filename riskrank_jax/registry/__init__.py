@@ -4,8 +4,15 @@
     reg = load_registry(["examples/mcp_tools.json", "examples/openai_tools.json"])
     reg.names, reg.texts, reg.declared_risk, reg.annotations, reg.warnings, reg.fingerprint()
 
-Risk assessment (`assess_risk`) lives in `riskrank_jax.registry.risk`; the learned risk head in
-`riskrank_jax.model.risk_head`. See docs/registry.md.
+    loader.py         read files / objects, merge them, namespace colliding names -> `Registry` (registry.py)
+    formats.py        format detection; adapters.py  entries -> `Tool` (tool.py) with clear errors
+    jsontext.py       JSON that remembers each object's line, for error messages
+    risk.py           `assess_risk`: each tool's level 1..5 and its source (declared, learned, keywords, mcp)
+    audit.py          `riskrank-jax registry audit`;  labelled.py  labelled tool sets for risk heads
+    risk_agreement.py AUC / Spearman of a risk score against audited labels
+
+The learned risk head is `riskrank_jax.model.risk_head`. See docs/registry.md.
+Why a layer of its own: user tool lists arrive in many formats, and every one becomes the same `Registry`.
 """
 
 from riskrank_jax.errors import (

@@ -1,4 +1,7 @@
-"""Tool entries of every accepted format -> Tool, with the checks that make bad entries clear errors."""
+"""Tool entries of every accepted format -> Tool, with the checks that make bad entries clear errors.
+
+Why strict: a malformed entry is an error naming its file and line, never a silently skipped tool.
+"""
 
 from __future__ import annotations
 

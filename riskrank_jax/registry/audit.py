@@ -1,5 +1,8 @@
 """`riskrank-jax registry audit`: every tool with its risk level, where that level came from, its permission
-categories and its warnings — as rows (dicts), a text table, JSON or CSV."""
+categories and its warnings — as rows (dicts), a text table, JSON or CSV.
+
+Why: a user should see each tool's risk and where it came from before trusting a ranking.
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ Accepted (detected per document and per entry, so one file may mix them):
   * plain `{name, description[, risk]}` entries (JSON list or JSON Lines);
   * BEIR `corpus.jsonl` lines `{_id, title, text}`.
 Any entry may carry `risk` (an integer 1..5, or null for "not declared").
+
+Why per entry: real tool lists mix formats, and one file may hold several.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Labelled tool sets for training and measuring risk heads: a benchmark's tools with its audited labels,
-or registry files whose every tool declares `risk`."""
+or registry files whose every tool declares `risk`.
+
+Why: risk heads train and are measured only on tools whose risk someone audited.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Read registry files (or in-memory objects), merge them, and namespace names that collide across sources."""
+"""Read registry files (or in-memory objects), merge them, and namespace names that collide across sources.
+
+Why namespacing: two servers may both expose `search`, and both must stay addressable.
+"""
 
 from __future__ import annotations
 

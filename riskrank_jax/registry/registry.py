@@ -1,4 +1,7 @@
-"""`Registry`: the merged tools of one or more sources, as parallel tuples plus per-tool records."""
+"""`Registry`: the merged tools of one or more sources, as parallel tuples plus per-tool records.
+
+Why parallel tuples: the ranker indexes tools by position, the same as the benchmark arrays.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Risk level (1..5) of every tool of a user registry, with where it came from.
 
-The rule (measured on the demo labels and the UltraTool / Seal-Tools audited labels; docs/registry.md):
+The rule (chosen on the demo labels and the UltraTool / Seal-Tools audited labels; docs/registry.md):
 
 1. a tool's own `risk` (1..5) is final: source "declared";
 2. otherwise the learned risk head gives the base level, nearest to 1 + 4·f_risk: source "learned"
@@ -14,6 +14,8 @@ The rule (measured on the demo labels and the UltraTool / Seal-Tools audited lab
    stays risky): source "mcp:readOnlyHint".
 
 The sources of a tool are every step whose level equals the final one (a tuple when several agree).
+
+Why this order: a declaration beats a guess, and an untrusted server may raise a risk level, never lower it.
 """
 
 from __future__ import annotations

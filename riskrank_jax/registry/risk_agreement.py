@@ -1,5 +1,8 @@
 """How well a risk score matches audited labels: AUC of detecting r >= 3, Spearman's rho, and
-out-of-fold scores of the learned head (k-fold cross-validation)."""
+out-of-fold scores of the learned head (k-fold cross-validation).
+
+Why rank statistics: a risk score only has to order tools, not match levels exactly.
+"""
 
 from __future__ import annotations
 

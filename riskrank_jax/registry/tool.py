@@ -1,4 +1,7 @@
-"""One tool of a user registry, whatever format it came from, and the text it is embedded with."""
+"""One tool of a user registry, whatever format it came from, and the text it is embedded with.
+
+Why one record: every accepted format becomes the same Tool, so later code never asks which it was.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from dataclasses import dataclass, field
 
 from riskrank_jax.data.permissions import split_identifier
 
-# MCP ToolAnnotations defaults (specification revision 2025-11-25): they apply when a hint is absent or null.
+# MCP ToolAnnotations defaults (specification of November 2025): they apply when a hint is absent or null.
 ANNOTATION_DEFAULTS: dict[str, bool] = {
     "readOnlyHint": False,
     "destructiveHint": True,

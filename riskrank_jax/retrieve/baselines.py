@@ -1,11 +1,13 @@
 """Baseline retrievers (BM25, dense cosine) and ranking helpers shared by every pipeline stage.
 
-    scores = retrievers.dense_scores(query_emb, tool_emb)           # [Q, N] cosine
-    ranking = retrievers.rank_full(scores)                          # [Q, N], ties -> lower tool index
-    cand = retrievers.top_candidates(scores, c=100)                 # [Q, 100], same order as ranking[:, :100]
+    scores = baselines.dense_scores(query_emb, tool_emb)            # [Q, N] cosine
+    ranking = baselines.rank_full(scores)                           # [Q, N], ties -> lower tool index
+    cand = baselines.top_candidates(scores, c=100)                  # [Q, 100], same order as ranking[:, :100]
 
 Candidate mode reranks ``cand`` and then calls :func:`candidate_full_ranking` to append the rest of
 the pool in base order, so metrics over the whole ranking (MRR) stay defined.
+
+Why shared helpers: every stage ranks with the same tie rule (lower tool index first).
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@
     w, table = choose_weight(dense, bm25, gold)         # w on a grid, by NDCG@5 on labelled queries
     ws = choose_weights(dense, bm25, gold, fold_mask)   # one w per query subset [F], one jitted call
 
-Why a z-score sum and not reciprocal rank fusion: measured on the training queries of every benchmark
-(demo, UltraTool, Seal-Tools), the normalised sum beats RRF (k = 60) in NDCG@5 by 0.02–0.06 (RRF throws
-away how far apart the scores are; a tool that both retrievers score far above the rest is a near-certain
-hit). The weight is chosen on labelled training queries; without any, ``DEFAULT_WEIGHT`` (0.6, the
+Why a z-score sum and not reciprocal rank fusion: RRF throws away how far apart the scores are, and a tool
+both retrievers score far above the rest is a near-certain hit (the NDCG@5 comparison is in docs/beyond.md §2).
+The weight is chosen on labelled training queries; without any, ``DEFAULT_WEIGHT`` (0.6, the
 median of the weights chosen on the three benchmarks) is used.
 """
 

@@ -1,7 +1,7 @@
 """A persistent cache of XLA's compiled programs, so a second sweep does not compile again.
 
-A sweep compiles a few hundred programs (training epochs, smoothing kernels, evaluation); on a 2-core CPU
-that is about 50 s of the demo benchmark and 70 s of UltraTool. JAX can keep the compiled executables on disk
+A sweep compiles a few hundred programs (training epochs, smoothing kernels, evaluation), a sizeable share of a
+CPU sweep's time (docs/performance.md, "Whole sweeps"). JAX can keep the compiled executables on disk
 (``jax_compilation_cache_dir``) keyed by the program, the compile options, the JAX/XLA version and the
 device; a later process with the same programs loads them instead of compiling. Results are unchanged (the
 same executable runs).
@@ -20,9 +20,8 @@ from pathlib import Path
 
 import jax
 
-# every program is kept: on a 2-core CPU even the small ones (a few hundred jit(slice), jit(stack), ...) take
-# ~0.1 s each to compile and far less to read back (demo benchmark, measured: a second sweep's compile time
-# 45 s -> 2.6 s with every program kept, -> 13 s keeping only those over 0.2 s; 292 programs, 7.4 MB on disk)
+# every program is kept: on a CPU even the small ones (a few hundred jit(slice), jit(stack), ...) take longer to
+# compile than to read back (docs/performance.md, "Whole sweeps")
 MIN_COMPILE_SECONDS = 0.0
 
 

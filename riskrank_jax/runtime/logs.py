@@ -6,6 +6,8 @@ from tokens"), orbax through absl ("Saving checkpoint ..."), jax's compiler and 
 manager, asyncio. `quiet_library_loggers` raises those loggers to WARNING (a level set higher is kept).
 Called once when riskrank_jax is imported, and again after importing a library that sets its own logger to
 DEBUG on import (bm25s does).
+
+Why at import: users see riskrank-jax's own messages, not the libraries'.
 """
 
 from __future__ import annotations

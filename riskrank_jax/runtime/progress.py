@@ -4,6 +4,8 @@ A bar is drawn (tqdm, on stderr) only when it is enabled *and* stderr is a TTY *
 set ``RISKRANK_PROGRESS=0``, so logs, pipes, CI output and captured subprocess output never hold carriage
 returns or bar characters. The sweep's worker processes (``--jobs``) set it: their bars would share one
 terminal line.
+
+Why only on a terminal: captured output stays plain text.
 """
 
 from __future__ import annotations

@@ -1,0 +1,216 @@
+"""The sweep's configuration: one nested tree of frozen dataclasses for a sweep of one benchmark.
+
+    cfg = default_config("sealtools")                       # per-benchmark defaults (α, main split)
+    cfg = with_overrides(cfg, {"train.epochs": "5", "eval.k": "3"})   # leaves by dotted path, values as text
+    cfg.to_dict(), cfg.result_key()                         # results.json "config"; what the run key hashes
+
+Sub-configs reuse the stages' own leaf dataclasses (``TrainConfig``, ``RiskHeadConfig``, ``RerankConfig``,
+``GraphConfig``); the sweep-only ones are declared here. Built this way so that one value names everything a
+sweep's results depend on, every leaf is reachable (and settable) by one path, and no defaults live in globals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+
+from riskrank_jax.graph.tool_graph import GraphConfig
+from riskrank_jax.model.rerank import RerankConfig
+from riskrank_jax.model.risk_head import RiskHeadConfig
+from riskrank_jax.model.train import TrainConfig
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+
+# per-benchmark defaults: smoothing α and the split of the main tables (other benchmarks: α 0.2, no main split)
+BENCHMARK_DEFAULTS = {"ultratool": {"alpha": 0.2, "main_split": "test"},
+                      "sealtools": {"alpha": 0.02, "main_split": "test_in"},
+                      "demo": {"alpha": 0.2, "main_split": "test"}}
+# leaves that never change results (where files live, how much memory a step may use)
+NON_RESULT_LEAVES = ("data.data_dir", "runtime.memory_budget", "runtime.cache_dir", "runtime.checkpoint_dir")
+# leaves of a reused dataclass that the sweep does not read, so setting them would change nothing: {path: why}
+UNUSED_LEAVES = {"risk_head.seed": "the sweep trains one risk head per seed of `seeds`; set seeds instead"}
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """benchmark: its name; data_dir: root of the real benchmarks (None: $RISKRANK_DATA); main_split: the split
+    of the main tables (None: none)."""
+
+    benchmark: str = "demo"
+    data_dir: str | None = None
+    main_split: str | None = "test"
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """path: local HF-format BERT sentence encoder directory (None: the embedded all-MiniLM-L6-v2)."""
+
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class RankSettings:
+    """The rule filter's caps (``rank.rule_filter``): risky tools, high-permission tools, near-duplicates."""
+
+    risk_cap: int = 1
+    perm_cap: int = 2
+    sim_threshold: float = 0.9
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What is evaluated: the λ grid and the main tables' λ, smoothing α, the metrics' cut-off k, the candidates
+    of candidate mode, the stress queries' number, the variants (names or "paper"; () = all declared) and
+    whether the smoothing-throughput benchmark runs."""
+
+    k: int = 5
+    lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
+    main_lambda: float = 0.1
+    alpha: float = 0.2
+    n_candidates: int = 100
+    stress_n: int = 30
+    variants: tuple[str, ...] = ()
+    smoothing_benchmark: bool = True
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How a sweep runs, never what it computes: memory budget (bytes), embedding cache and checkpoint roots."""
+
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    cache_dir: str | None = None
+    checkpoint_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything a sweep of one benchmark depends on. ``train``: the dual heads' run (the λ-aware and core_plus
+    runs derive from it, ``experiments.variants``); ``risk_head``: the zero-shot risk heads; ``rerank``: the
+    correction reranker; ``graph``: the ToolGraph's thresholds and weights."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    seeds: tuple[int, ...] = (42, 123, 777)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    risk_head: RiskHeadConfig = field(default_factory=RiskHeadConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    rank: RankSettings = field(default_factory=RankSettings)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    def __post_init__(self):
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct and non-empty, got {list(self.seeds)}")
+
+    @property
+    def benchmark(self) -> str:
+        return self.data.benchmark
+
+    def to_dict(self) -> dict:
+        """The whole tree as JSON-able nested dicts (results.json "config")."""
+        return dataclasses.asdict(self)
+
+    def result_key(self) -> dict:
+        """``to_dict`` minus the leaves that never change results (``NON_RESULT_LEAVES``): what the run key hashes."""
+        d = self.to_dict()
+        for path in NON_RESULT_LEAVES:
+            section, name = path.split(".")
+            d[section].pop(name)
+        return d
+
+
+def default_config(benchmark: str = "demo") -> SweepConfig:
+    """The sweep's defaults for ``benchmark`` (its α and main split; unknown names: α 0.2, no main split)."""
+    d = BENCHMARK_DEFAULTS.get(benchmark, {"alpha": 0.2, "main_split": None})
+    return SweepConfig(data=DataConfig(benchmark=benchmark, main_split=d["main_split"]),
+                       eval=EvalConfig(alpha=d["alpha"]))
+
+
+def leaf_paths(tree=None, prefix: str = "") -> dict[str, object]:
+    """{dotted path: value} of every leaf of a config tree (default: ``SweepConfig()``), in declaration order."""
+    tree = SweepConfig() if tree is None else tree
+    out = {}
+    for f in dataclasses.fields(tree):
+        value = getattr(tree, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(leaf_paths(value, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = value
+    return {path: value for path, value in out.items() if path not in UNUSED_LEAVES}
+
+
+class ConfigError(ValueError):
+    """An unknown leaf path or a value its type does not accept."""
+
+
+def with_overrides(cfg: SweepConfig, overrides: dict[str, object]) -> SweepConfig:
+    """``cfg`` with leaves replaced: {"train.epochs": "5" or 5, ...}. Text is parsed by the leaf's type (tuples as
+    comma lists, bools true/false, "none" for an optional leaf). Raises ConfigError naming the path."""
+    for path, value in overrides.items():
+        if path in UNUSED_LEAVES:
+            raise ConfigError(f"{path} cannot be set: {UNUSED_LEAVES[path]}")
+        cfg = _replace_leaf(cfg, path.split("."), value, path)
+    return cfg
+
+
+def _replace_leaf(node, parts: list[str], value, path: str):
+    names = {f.name: f for f in dataclasses.fields(node)}
+    field_ = names.get(parts[0])
+    child = getattr(node, parts[0]) if field_ is not None else None
+    if field_ is None or dataclasses.is_dataclass(child) != (len(parts) > 1):
+        raise ConfigError(_unknown_path_message(path))
+    if len(parts) > 1:
+        new = _replace_leaf(child, parts[1:], value, path)
+    else:
+        new = parse_leaf(typing.get_type_hints(type(node))[parts[0]], value, path)
+    try:
+        return dataclasses.replace(node, **{parts[0]: new})
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path}={value!r}: {e}") from None
+
+
+def _unknown_path_message(path: str) -> str:
+    leaves = leaf_paths()
+    last = path.split(".")[-1]
+    near = [p for p in leaves if p.split(".")[-1] == last or p.startswith(path + ".")]
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    return f"unknown config path {path!r}{hint} (settable leaves: {', '.join(leaves)})"
+
+
+def parse_leaf(hint, value, path: str):
+    """``value`` (text, or already a value) as the type ``hint`` of the leaf at ``path``; ConfigError if not."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
+            return None
+        (hint,) = [a for a in args if a is not type(None)]
+    if typing.get_origin(hint) is tuple:
+        items = value if not isinstance(value, str) else [s for s in value.split(",") if s.strip()]
+        return tuple(parse_leaf(typing.get_args(hint)[0], item, path) for item in items)
+    if not isinstance(value, str):
+        return _checked_value(hint, value, path)
+    text = value.strip()
+    try:
+        if hint is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text.lower() == "true"
+        return hint(text) if hint in (int, float, str) else _checked_value(hint, text, path)
+    except ValueError as e:
+        raise ConfigError(f"bad value for {path}: {value!r} is not a valid {getattr(hint, '__name__', hint)} ({e})") \
+            from None
+
+
+def _checked_value(hint, value, path: str):
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(hint, type) and not isinstance(value, hint):
+        raise ConfigError(f"bad value for {path}: {value!r} is not a valid {hint.__name__}")
+    return value
+
+
+__all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "RankSettings", "EvalConfig", "RuntimeConfig",
+           "ConfigError", "BENCHMARK_DEFAULTS", "NON_RESULT_LEAVES", "default_config", "leaf_paths",
+           "with_overrides", "parse_leaf"]
