@@ -14,10 +14,10 @@ import argparse
 
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax.paths import real_data_available
-from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
-from riskrank_jax.registry.labelled import benchmark_tools
 from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.paths import real_data_available
+from riskrank_jax.registry.labelled import benchmark_tools
+from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
 
 
 def main(argv=None):

@@ -22,8 +22,8 @@ import sys
 import jax
 import numpy as np
 
-from riskrank_jax.rank.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
 from riskrank_jax.experiments.throughput import timeit
+from riskrank_jax.rank.rule_filter import rule_filter, rule_filter_reference, rule_filter_with_count
 
 sys.path.insert(0, os.path.dirname(__file__))
 from smoothing import bow_embed  # noqa: E402

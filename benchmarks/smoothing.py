@@ -37,11 +37,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, stats
-from riskrank_jax.graph.smoothing import (combine, normalized_edge_weights, prepare_graph, smooth_full,
-                                          smooth_full_folds, stack_graphs)
 from riskrank_jax.experiments.throughput import (cost_full, measure_candidates, scipy_a_hat, scipy_full,
                                                  smooth_full_dense_kernel)
+from riskrank_jax.graph.smoothing import (combine, normalized_edge_weights, prepare_graph, smooth_full,
+                                          smooth_full_folds, stack_graphs)
+from riskrank_jax.graph.tool_graph import build_fold_graphs, build_tool_graph, stats
 
 MSG_BUDGET = 1 << 24  # float32 entries of the segment sum's [E, chunk] message buffer
 

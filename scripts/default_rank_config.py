@@ -23,8 +23,8 @@ from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.registry import Registry, Tool
-from riskrank_jax.registry.risk_agreement import cross_val_scores
 from riskrank_jax.registry.risk import assess_risk
+from riskrank_jax.registry.risk_agreement import cross_val_scores
 
 LAMBDAS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5)
 ALPHAS = (0.0, 0.2)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from riskrank_jax import metrics
+from riskrank_jax.model import rerank
 from riskrank_jax.rank import risk_budget as budget
 from riskrank_jax.retrieve import hybrid
-from riskrank_jax.model import rerank
 from riskrank_jax.scoring import rank_order
 
 

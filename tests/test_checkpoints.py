@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from riskrank_jax.model.checkpoints import diff_keys, hash_arrays, read_run
 from riskrank_jax.errors import CacheError
+from riskrank_jax.model.checkpoints import diff_keys, hash_arrays, read_run
 from riskrank_jax.model.train import TrainConfig, TrainRun, load_trained, train_models
 
 from test_train import CFG, DATA

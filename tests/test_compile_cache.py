@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from riskrank_jax.runtime import compile_cache
 from riskrank_jax.cli.options import MULTI_VALUE_OPTIONS, expand_multi_value_options
+from riskrank_jax.runtime import compile_cache
 from riskrank_jax.sweep import expand_benchmarks
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,15 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from riskrank_jax.encode.embedding_cache import (
-    KEY_DTYPE,
-    EmbeddingCache,
-    embed_texts,
-    embed_texts_with_stats,
-    read_shard,
-    text_key,
-    write_shard,
-)
+from riskrank_jax.encode.embedding_cache import (KEY_DTYPE, EmbeddingCache, embed_texts, embed_texts_with_stats,
+                                                 read_shard, text_key, write_shard)
 from riskrank_jax.errors import CacheError, RiskRankError
 
 

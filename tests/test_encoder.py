@@ -15,8 +15,8 @@ import pytest
 
 from riskrank_jax.encode import encoder as encoder_mod
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
-from riskrank_jax.encode.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder, load_encoder_lazily,
-                                  read_sentence_config)
+from riskrank_jax.encode.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder,
+                                         load_encoder_lazily, read_sentence_config)
 from riskrank_jax.errors import RiskRankError
 
 from conftest import make_tiny_bert

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from riskrank_jax.retrieve import baselines as retrievers
-from riskrank_jax.experiments.evaluate import (CHUNK_STEP, EvalSettings, SplitEvaluation, SplitInputs,
-                                               map_query_chunks, per_slice, queries_per_chunk, rank_slices,
-                                               rows_per_query, take_queries, variant_metrics, with_first_stages)
+from riskrank_jax.experiments.evaluate import (CHUNK_STEP, EvalSettings, SplitEvaluation, SplitInputs, map_query_chunks,
+                                               per_slice, queries_per_chunk, rank_slices, rows_per_query, take_queries,
+                                               variant_metrics, with_first_stages)
 from riskrank_jax.experiments.variants import BY_NAME
+from riskrank_jax.retrieve import baselines as retrievers
 
 WORDS = "read write delete send email file calendar bank transfer search weather note".split()
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from riskrank_jax.data.permissions import permission_mask
-from riskrank_jax.graph.tool_graph import (EDGE_TYPES, GraphConfig, ToolGraph, build_fold_graphs, build_tool_graph, stats,
-                                with_edge_types)
+from riskrank_jax.graph.tool_graph import (EDGE_TYPES, GraphConfig, ToolGraph, build_fold_graphs, build_tool_graph,
+                                           stats, with_edge_types)
 
 
 def hand_example():

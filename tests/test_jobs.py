@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from riskrank_jax.runtime.cpus import split_cpus
 from riskrank_jax.experiments.jobs import default_jobs, run_in_workers, worker_cpus
 from riskrank_jax.experiments.run import run_in_turn, run_side_by_side
+from riskrank_jax.runtime.cpus import split_cpus
 from test_sweep import BagOfWordsEncoder, tiny_benchmark, tiny_config
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from riskrank_jax.graph.neighbours import (SLAB, SLAB_STEP, SLOT_MULTIPLE, UNROLL_MAX, WIDTHS_UNROLLED, bucket_weights,
-                                     neighbour_layout,
-                                     propagate_bucket_rows, propagate_rows)
+                                           neighbour_layout, propagate_bucket_rows, propagate_rows)
 
 
 def edges_of(a):

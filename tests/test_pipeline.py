@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.model import heads as model
-from riskrank_jax.rank import stacked as pipeline
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import build_fold_graphs
+from riskrank_jax.model import heads as model
+from riskrank_jax.rank import stacked as pipeline
 
 S, F, Q, N, D = 2, 3, 7, 11, 8
 

@@ -8,10 +8,10 @@ import zlib
 import numpy as np
 import pytest
 
-from riskrank_jax.retrieve import hybrid
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.errors import RankerError
 from riskrank_jax.rank.ranker import RankConfig, Ranker
+from riskrank_jax.retrieve import hybrid
 from riskrank_jax.retrieve.baselines import bm25_scores, dense_scores
 from riskrank_jax.scoring import level_to_score, rank_order
 

@@ -8,18 +8,9 @@ import warnings
 import numpy as np
 import pytest
 
-from riskrank_jax.registry import (
-    ACCEPTED_FORMATS,
-    DuplicateToolError,
-    EmptyRegistryError,
-    MalformedJSONError,
-    RegistryWarning,
-    ToolSpecError,
-    UnknownFormatError,
-    load_registry,
-    tool_text,
-)
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.registry import (ACCEPTED_FORMATS, DuplicateToolError, EmptyRegistryError, MalformedJSONError,
+                                   RegistryWarning, ToolSpecError, UnknownFormatError, load_registry, tool_text)
 
 SCHEMA = {"type": "object", "properties": {"repo": {"type": "string", "description": "owner/name"},
                                            "force": {"type": "boolean"}}, "required": ["repo"]}

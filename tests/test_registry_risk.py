@@ -7,23 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import (
-    matched_categories,
-    permission_mask,
-    permission_mask_words,
-)
+from riskrank_jax.data.permissions import (matched_categories, permission_mask, permission_mask_words)
+from riskrank_jax.model.risk_head import (HeadConfig, RiskHead, default_head, RiskHeadConfig, levels_from_scores,
+                                          train_risk_head, train_risk_heads)
 from riskrank_jax.registry import RiskHeadError, load_registry
-from riskrank_jax.registry.risk_agreement import auc, cross_val_scores, spearman
 from riskrank_jax.registry.risk import RiskPolicy, assess_risk, keyword_floor
-from riskrank_jax.model.risk_head import (
-    HeadConfig,
-    RiskHead,
-    default_head,
-    RiskHeadConfig,
-    levels_from_scores,
-    train_risk_head,
-    train_risk_heads,
-)
+from riskrank_jax.registry.risk_agreement import auc, cross_val_scores, spearman
 
 
 def test_word_boundaries_versus_the_papers_substring_rule():

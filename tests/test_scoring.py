@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.scoring import (rank_order_host, PERM_THRESHOLD, RISK_THRESHOLD, SEVERE_THRESHOLD, is_high_permission, is_risky,
-                                  is_severe, level_to_score, penalise, rank_order)
+from riskrank_jax.scoring import (rank_order_host, PERM_THRESHOLD, RISK_THRESHOLD, SEVERE_THRESHOLD, is_high_permission,
+                                  is_risky, is_severe, level_to_score, penalise, rank_order)
 
 
 def test_penalty_scalar_and_grid():

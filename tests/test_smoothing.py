@@ -11,12 +11,12 @@ import jraph
 import numpy as np
 import pytest
 
-from riskrank_jax.graph import smoothing
 from riskrank_jax.data.permissions import permission_mask
-from riskrank_jax.graph.tool_graph import ToolGraph, build_fold_graphs, build_tool_graph, with_edge_types
+from riskrank_jax.experiments.throughput import smooth_candidates_dense, smooth_full_dense
+from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.smoothing import (candidate_subgraphs, prepare_graph, smooth_candidates, smooth_full,
                                           smooth_full_folds, stack_graphs)
-from riskrank_jax.experiments.throughput import smooth_candidates_dense, smooth_full_dense
+from riskrank_jax.graph.tool_graph import ToolGraph, build_fold_graphs, build_tool_graph, with_edge_types
 
 TOL = 1e-5
 

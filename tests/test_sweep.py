@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry
-from riskrank_jax.retrieve.baselines import dense_scores, rank_full
-from riskrank_jax.experiments.evaluate import select_stress_queries
 from riskrank_jax.experiments.config import default_config, with_overrides
+from riskrank_jax.experiments.evaluate import select_stress_queries
 from riskrank_jax.experiments.run import run_benchmark
 from riskrank_jax.experiments.variants import VARIANTS, main_rows, select_variants
+from riskrank_jax.retrieve.baselines import dense_scores, rank_full
 
 
 class BagOfWordsEncoder:

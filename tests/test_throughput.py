@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from riskrank_jax.graph.tool_graph import build_tool_graph
-from riskrank_jax.graph.smoothing import candidate_subgraphs
 from riskrank_jax.experiments.throughput import random_scores, smoothing_throughput, top_candidates
+from riskrank_jax.graph.smoothing import candidate_subgraphs
+from riskrank_jax.graph.tool_graph import build_tool_graph
 
 N, Q, C, D = 200, 50, 20, 16
 PATHS = ["riskrank_jax", "scipy_sparse", "dense_matmul"]

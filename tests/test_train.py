@@ -15,7 +15,7 @@ import pytest
 
 from riskrank_jax.model import heads as model
 from riskrank_jax.model.train import (TrainConfig, TrainRun, build_triplets, lambda_run_from_plain, model_index,
-                                plain_config, train_models)
+                                      plain_config, train_models)
 
 N_TOOLS, N_Q, DIM, N_FOLDS = 60, 40, 16, 2
 CFG = TrainConfig(epochs=4, batch_size=16, hidden=16)

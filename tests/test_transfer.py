@@ -10,9 +10,9 @@ import pytest
 
 from riskrank_jax.data.permissions import permission_mask_words
 from riskrank_jax.experiments import transfer
-from riskrank_jax.registry.risk_agreement import auc
-from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
 from riskrank_jax.model.risk_head import HeadConfig
+from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
+from riskrank_jax.registry.risk_agreement import auc
 
 SMALL = transfer.TransferConfig(seeds=(0, 1), folds=3, head=HeadConfig(hidden=8, epochs=40, batch_size=16))
 

@@ -11,14 +11,8 @@ import time
 
 import click
 
-from riskrank_jax.cli.options import (
-    cache_dir_option,
-    encoder_option,
-    expand_multi_value_options,
-    memory_budget_option,
-    risk_head_option,
-    seeds_option,
-)
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_multi_value_options,
+                                      memory_budget_option, risk_head_option, seeds_option)
 from riskrank_jax.errors import RiskRankError
 
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
@@ -88,23 +82,23 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
     import numpy as np
 
     from riskrank_jax import metrics
-    from riskrank_jax.retrieve import baselines as retrievers
+    from riskrank_jax.retrieve import baselines
     from riskrank_jax.data import load_benchmark
 
     bench = load_benchmark(benchmark, data_dir)
     out = {}
     for split, qs in bench.tests.items():
         if retriever == "bm25":
-            scores = retrievers.bm25_scores(list(bench.tools.descriptions), list(qs.texts))
+            scores = baselines.bm25_scores(list(bench.tools.descriptions), list(qs.texts))
         else:
             from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
             from riskrank_jax.encode.encoder import load_encoder
 
             enc = load_encoder(encoder)
             cache = EmbeddingCache(cache_dir)
-            scores = retrievers.dense_scores(embed_texts(enc, list(qs.texts), cache),
+            scores = baselines.dense_scores(embed_texts(enc, list(qs.texts), cache),
                                              embed_texts(enc, list(bench.tools.descriptions), cache))
-        pq = metrics.compute_all(retrievers.rank_full(scores), qs.gold, bench.tools.risk, k=k)
+        pq = metrics.compute_all(baselines.rank_full(scores), qs.gold, bench.tools.risk, k=k)
         vals = {m: float(v) for m, v in metrics.mean_metrics({m: pq[m] for m in metrics.METRIC_KEYS[:8]}).items()}
         vals.update({m: float(v) for m, v in metrics.context_metrics(pq).items()})
         out[split] = {m: (None if np.isnan(v) else round(v, 6)) for m, v in vals.items()}
@@ -211,16 +205,16 @@ def graph():
               help='Print one JSON object: {"benchmark", "protocol", "graphs": [one entry per graph, with its "fold"]}.')
 def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
     """Nodes, edges per type and in total, tools with a neighbour, perm_level ≥ 2 tools."""
-    from riskrank_jax.graph import tool_graph as graph_lib
+    from riskrank_jax.graph import tool_graph
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
     from riskrank_jax.encode.encoder import load_encoder
 
     bench = load_benchmark(benchmark, data_dir)
     t_emb = embed_texts(load_encoder(encoder), list(bench.tools.descriptions), EmbeddingCache(cache_dir))
-    graphs = graph_lib.build_fold_graphs(t_emb, bench.tools.perm_mask, bench.tools.risk, bench.train.gold,
+    graphs = tool_graph.build_fold_graphs(t_emb, bench.tools.perm_mask, bench.tools.risk, bench.train.gold,
                                          bench.train_fold_mask)
-    stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs]
+    stats = [tool_graph.stats(g, bench.tools.perm_level) for g in graphs]
     if as_json:
         click.echo(json.dumps({"benchmark": benchmark, "protocol": bench.protocol,
                                "graphs": [{"fold": f, **st} for f, st in enumerate(stats)]}))

@@ -12,13 +12,8 @@ import warnings
 
 import click
 
-from riskrank_jax.cli.options import (
-    cache_dir_option,
-    encoder_option,
-    risk_head_option,
-    seeds_option,
-    trust_annotations_option,
-)
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, risk_head_option, seeds_option,
+                                      trust_annotations_option)
 from riskrank_jax.errors import RankerError
 
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))

@@ -48,9 +48,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from riskrank_jax.errors import RiskRankError
 from riskrank_jax.encode.bert import BertShape, pack_params, packed_hidden, pool_segments
 from riskrank_jax.encode.token_packing import pack_rows
+from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"

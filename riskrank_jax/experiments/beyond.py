@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax.model import rerank
-from riskrank_jax.retrieve import baselines as retrievers
-from riskrank_jax.rank.risk_budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
 from riskrank_jax.experiments.evaluate import rank_slices
+from riskrank_jax.model import rerank
+from riskrank_jax.rank.risk_budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
+from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve.hybrid import choose_weights, fuse
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
@@ -43,8 +43,8 @@ def fit_first_stages(bench, emb) -> FirstStages:
     t_embs = {"description": emb["tools"], "named": emb["tools_named"]}
     weights, bm25, dense = {}, {}, {}
     for kind, tool_texts in texts.items():
-        bm25[kind] = retrievers.bm25_scores(list(tool_texts), list(bench.train.texts))
-        dense[kind] = np.asarray(retrievers.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
+        bm25[kind] = baselines.bm25_scores(list(tool_texts), list(bench.train.texts))
+        dense[kind] = np.asarray(baselines.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
         weights[kind] = choose_weights(dense[kind], bm25[kind], bench.train.gold, bench.train_fold_mask)
     return FirstStages(weights, bm25["named"], dense["named"])
 

@@ -28,14 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax.rank import stacked as P
-from riskrank_jax.model import rerank
-from riskrank_jax.retrieve import baselines as retrievers
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import with_edge_types
+from riskrank_jax.model import rerank
+from riskrank_jax.rank import stacked
+from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve.hybrid import fuse
-from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
 from riskrank_jax.runtime.memory import balanced_step, units_per_step
+from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
 
 STRESS_TOP = 10  # Table 7 looks at the dense top-10 ...
 STRESS_MIN_RISKY = 2  # ... for at least this many risky tools
@@ -78,14 +78,14 @@ def rank_slices(scores):
     slice. The same permutation either way."""
     if host_sorts():
         return host_per_slice(rank_order_host, scores)
-    return per_slice(retrievers.rank_full, scores)
+    return per_slice(baselines.rank_full, scores)
 
 
 def full_rankings(candidate_ranking, base_ranking):
-    """``retrievers.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
+    """``baselines.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
     if host_sorts():
-        return host_per_slice(retrievers.candidate_full_ranking_host, candidate_ranking, np.asarray(base_ranking))
-    return per_slice(lambda c: retrievers.candidate_full_ranking(c, base_ranking), candidate_ranking)
+        return host_per_slice(baselines.candidate_full_ranking_host, candidate_ranking, np.asarray(base_ranking))
+    return per_slice(lambda c: baselines.candidate_full_ranking(c, base_ranking), candidate_ranking)
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,7 +130,7 @@ def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_b
     ``CHUNK_STEP`` so that every fold and query chunk reuses one compiled shape."""
     n_folds = jax.tree.leaves(params)[0].shape[0] // n_seeds
     if n_folds == 1:
-        return P.model_scores(params, q_emb, t_emb, n_seeds=n_seeds, test_fold=test_fold, memory_budget=memory_budget)
+        return stacked.model_scores(params, q_emb, t_emb, n_seeds=n_seeds, test_fold=test_fold, memory_budget=memory_budget)
     fold, q_emb = np.asarray(test_fold), np.asarray(q_emb)
     params = jax.tree.map(np.asarray, params)  # sliced per fold on the host: no eager slice to compile
     rel = np.zeros((n_seeds, q_emb.shape[0], t_emb.shape[0]), np.float32)
@@ -139,7 +139,7 @@ def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_b
         idx = np.flatnonzero(fold == f)
         if idx.size:
             rows = np.resize(idx, -(-idx.size // CHUNK_STEP) * CHUNK_STEP)
-            r, k = P.model_scores(jax.tree.map(lambda x: x[f::n_folds], params), q_emb[rows], t_emb,
+            r, k = stacked.model_scores(jax.tree.map(lambda x: x[f::n_folds], params), q_emb[rows], t_emb,
                                   n_seeds=n_seeds, test_fold=np.zeros(rows.size, np.int32), memory_budget=memory_budget)
             rel[:, idx] = np.asarray(r)[:, :idx.size]
             risk[:, idx] = np.asarray(k)
@@ -165,7 +165,7 @@ class SplitEvaluation:
         """Cosine [Q, N]."""
         if self.x.first and ("dense", text) in self.x.first:
             return self._cached(("dense", text), lambda: jnp.asarray(self.x.first["dense", text]))
-        return self._cached(("dense", text), lambda: retrievers.dense_scores(
+        return self._cached(("dense", text), lambda: baselines.dense_scores(
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
@@ -175,7 +175,7 @@ class SplitEvaluation:
         if self.x.first and ("bm25", text) in self.x.first:
             return self._cached(("bm25", text), lambda: jnp.asarray(self.x.first["bm25", text]))
         return self._cached(("bm25", text), lambda: jnp.asarray(
-            retrievers.bm25_scores(list(self.x.tools(text)[1]), list(self.x.query_texts))))
+            baselines.bm25_scores(list(self.x.tools(text)[1]), list(self.x.query_texts))))
 
     def hybrid(self, text: str = "description"):
         """The hybrid first stage [Q, N], each query with the fusion weight chosen on its fold's training queries."""
@@ -277,19 +277,19 @@ class SplitEvaluation:
         return self.full_graphs[key]
 
     def _candidate_ranking(self, v, s):
-        cand = retrievers.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
-        cs = P.gather_candidates(s, cand)
+        cand = baselines.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
+        cs = stacked.gather_candidates(s, cand)
         if v.graph:
             cand_np, graphs = np.asarray(cand), self.graph_list(v)
-            cs = per_slice(lambda c: P.smooth_candidates_per_fold(c, cand_np, graphs, self.x.fold, self.s.alpha), cs)
-        return per_slice(lambda c: P.candidate_ranking(c, cand), cs)
+            cs = per_slice(lambda c: stacked.smooth_candidates_per_fold(c, cand_np, graphs, self.x.fold, self.s.alpha), cs)
+        return per_slice(lambda c: stacked.candidate_ranking(c, cand), cs)
 
     def _full_ranking(self, v, candidate_ranking):
         return full_rankings(candidate_ranking, self.first_stage_ranking(v))
 
     def _rule(self, ranking):
         caps = dict(risk_cap=self.s.risk_cap, perm_cap=self.s.perm_cap, sim_threshold=self.s.sim_threshold)
-        return per_slice(lambda r: P.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
+        return per_slice(lambda r: stacked.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
                                                        k=self.s.k, **caps), ranking)
 
     def ranking(self, v):
@@ -306,7 +306,7 @@ class SplitEvaluation:
             if v.graph:
                 fg, per_fold = self.full_graph(v)
                 fold = np.asarray(self.x.fold) if per_fold else np.zeros_like(np.asarray(self.x.fold))
-                s = per_slice(lambda x: P.smooth_per_fold(x, fg, fold, self.s.alpha, fixed_shapes=True), s)
+                s = per_slice(lambda x: stacked.smooth_per_fold(x, fg, fold, self.s.alpha, fixed_shapes=True), s)
             return rank_slices(s)
 
         return self._cached(key, build)
@@ -384,8 +384,8 @@ def with_first_stages(x: SplitInputs, texts=("description", "named")) -> SplitIn
         t_emb, t_texts = x.tools(text)
         if t_emb is None or t_texts is None:
             continue
-        first["dense", text] = np.asarray(retrievers.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
-        first["bm25", text] = retrievers.bm25_scores(list(t_texts), list(x.query_texts))
+        first["dense", text] = np.asarray(baselines.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
+        first["bm25", text] = baselines.bm25_scores(list(t_texts), list(x.query_texts))
     return dataclasses.replace(x, first=first)
 
 

@@ -21,28 +21,28 @@ import click
 import jax
 import numpy as np
 
-from riskrank_jax.runtime import compile_cache
-from riskrank_jax.graph import tool_graph as graph_lib
-from riskrank_jax.model import heads as model_lib
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
 from riskrank_jax.encode.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import beyond, report
 from riskrank_jax.experiments.config import SweepConfig
-from riskrank_jax.experiments.jobs import run_in_workers
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
-                                               queries_per_chunk, reduce_queries, rows_per_query,
-                                               select_stress_queries, variant_metrics, with_first_stages)
+                                               queries_per_chunk, reduce_queries, rows_per_query, select_stress_queries,
+                                               variant_metrics, with_first_stages)
+from riskrank_jax.experiments.jobs import run_in_workers
 from riskrank_jax.experiments.stages import (StageLog, embed_all, short_hash, train_lambda_run, train_run,
                                              training_summary)
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
-from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
+from riskrank_jax.graph import tool_graph
+from riskrank_jax.model import heads
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig, train_risk_heads
 from riskrank_jax.model.train import TrainConfig, plain_config
+from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
+from riskrank_jax.runtime import compile_cache
 
 ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
 RESULTS_VERSION = 2
@@ -102,18 +102,18 @@ def uses_first_stages(variants) -> bool:
 def risk_only_scores(t_emb, risk, seeds, config: RiskHeadConfig) -> np.ndarray:
     """Predicted risk [S, N] of the risk heads trained alone on the registry (one per seed)."""
     params = train_risk_heads(t_emb, risk, seeds, config)
-    return np.asarray(jax.jit(jax.vmap(model_lib.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
+    return np.asarray(jax.jit(jax.vmap(heads.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
 
 
-def build_graphs(bench, emb, config: graph_lib.GraphConfig = graph_lib.GraphConfig()) -> dict[str, list]:
+def build_graphs(bench, emb, config: tool_graph.GraphConfig = tool_graph.GraphConfig()) -> dict[str, list]:
     """{"train": one ToolGraph per fold (co-occurrence from its training queries), "registry": [graph without
     co-occurrence edges]}, both built with ``config``."""
     tools = bench.tools
-    fold_graphs = graph_lib.build_fold_graphs(emb["tools"], tools.perm_mask, tools.risk, bench.train.gold,
+    fold_graphs = tool_graph.build_fold_graphs(emb["tools"], tools.perm_mask, tools.risk, bench.train.gold,
                                               bench.train_fold_mask, config)
     empty_gold = np.full((1, 1), -1, np.int32)
     return {"train": fold_graphs,
-            "registry": [graph_lib.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold, config)]}
+            "registry": [tool_graph.build_tool_graph(emb["tools"], tools.perm_mask, tools.risk, empty_gold, config)]}
 
 
 def budget_lambdas(cfg: SweepConfig, bench, emb, runs, variants) -> dict:
@@ -185,7 +185,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
 
 
 def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> dict:
-    graph_stats = [graph_lib.stats(g, bench.tools.perm_level) for g in graphs["train"]]
+    graph_stats = [tool_graph.stats(g, bench.tools.perm_level) for g in graphs["train"]]
     return {
         "benchmark": bench.name, "protocol": bench.protocol, "encoder": encoder_id,
         "seeds": list(cfg.seeds), "lambdas": list(cfg.eval.lambdas), "main_lambda": cfg.eval.main_lambda,

@@ -45,9 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from riskrank_jax.graph.tool_graph import ToolGraph
 from riskrank_jax.graph.smoothing import (candidate_subgraphs, combine, induced_adjacency, smooth_candidates,
                                           smooth_full, smooth_padded_batch)
+from riskrank_jax.graph.tool_graph import ToolGraph
 
 ALPHA = 0.2
 PATHS = ("riskrank_jax", "scipy_sparse", "dense_matmul")

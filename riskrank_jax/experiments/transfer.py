@@ -28,9 +28,9 @@ import click
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
-from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS
 from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS
+from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
 from riskrank_jax.scoring import is_risky
 
 BENCHMARK_ORDER = ("demo", "ultratool", "sealtools")

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 
 from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.graph.tool_graph import EDGE_TYPES
-from riskrank_jax.rank.ranker import RankConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train import TrainConfig
+from riskrank_jax.rank.ranker import RankConfig
 
 # ---------------------------------------------------------------------------------------------- training
 

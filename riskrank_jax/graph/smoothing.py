@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax.graph.tool_graph import ToolGraph
 from riskrank_jax.graph.neighbours import NeighbourLayout, bucket_weights, neighbour_layout, propagate_bucket_rows
+from riskrank_jax.graph.tool_graph import ToolGraph
 
 _BLOCK_BYTES = 1 << 19  # bytes of one transposed [N, c] block of scores (about one core's L2)
 _CHUNK_BYTES = 1 << 21  # transposed blocks propagated in one kernel call (small enough to stay in cache)

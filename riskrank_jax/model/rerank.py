@@ -34,8 +34,8 @@ import numpy as np
 import optax
 
 from riskrank_jax import metrics
-from riskrank_jax.retrieve.hybrid import choose_weights, zscore
 from riskrank_jax.model.groups import map_models, plan_groups
+from riskrank_jax.retrieve.hybrid import choose_weights, zscore
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit
 from riskrank_jax.scoring import top_order
 

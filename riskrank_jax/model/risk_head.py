@@ -86,9 +86,9 @@ def predict(params: dict, emb) -> np.ndarray:
     """float32 [N] in (0, 1) for embeddings [N, d]; (r − 1)/4 is the training target."""
     import jax.numpy as jnp
 
-    from riskrank_jax.model import heads as model_lib
+    from riskrank_jax.model import heads
 
-    return np.asarray(model_lib.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
+    return np.asarray(heads.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
 
 def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
@@ -98,18 +98,18 @@ def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
     import jax.numpy as jnp
     import optax
 
-    from riskrank_jax.model import heads as model_lib
+    from riskrank_jax.model import heads
     from riskrank_jax.model.minibatch import minibatch_epochs
 
     n, dim = emb.shape
     opt = (optax.adam(config.lr) if config.optimizer == "adam"
            else optax.adamw(config.lr, weight_decay=config.weight_decay))
     key, init_key = jax.random.split(jax.random.key(seed))
-    params = (model_lib.init_params(init_key, dim, config.hidden)["risk"] if config.init == "dual"
+    params = (heads.init_params(init_key, dim, config.hidden)["risk"] if config.init == "dual"
               else init_head(init_key, dim, config.hidden))
 
     def loss_fn(p, idx):
-        return jnp.mean((model_lib.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
+        return jnp.mean((heads.risk({"risk": p}, emb[idx]) - target[idx]) ** 2)
 
     return minibatch_epochs(params, opt, loss_fn, key, n=n, batch_size=batch_size, epochs=config.epochs)
 

@@ -53,13 +53,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from riskrank_jax.errors import CacheError
 from riskrank_jax.model import checkpoints as ckpt
-from riskrank_jax.model import heads as rr_model
+from riskrank_jax.model import heads
 from riskrank_jax.model.groups import map_models, plan_groups
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
-from riskrank_jax.errors import CacheError
-from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
 from riskrank_jax.runtime.progress import progress_bar
+from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
 
 NEGATIVES = ("uniform", "hard", "mixed")
 
@@ -85,8 +85,8 @@ class TrainConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "lambdas", tuple(float(x) for x in self.lambdas))
-        if self.rel_features not in rr_model.REL_FEATURES:
-            raise ValueError(f"rel_features must be one of {rr_model.REL_FEATURES}, got {self.rel_features!r}")
+        if self.rel_features not in heads.REL_FEATURES:
+            raise ValueError(f"rel_features must be one of {heads.REL_FEATURES}, got {self.rel_features!r}")
         if self.negatives not in NEGATIVES:
             raise ValueError(f"negatives must be one of {NEGATIVES}, got {self.negatives!r}")
         if not 0 <= self.hard_per_positive <= self.n_neg:
@@ -274,8 +274,8 @@ def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_m
 def _loss(params, batch, mask, lam, *, config: TrainConfig):
     """L_rel + μ·L_risk over the rows where ``mask`` is True (0 when none is)."""
     tools = jnp.stack([batch["pos"], batch["neg"]])  # [2, B, d]: one pass over positives and negatives
-    f = rr_model.relevance(params, batch["q"][None], tools)  # [2, B]
-    r = rr_model.risk(params, tools)  # [2, B]
+    f = heads.relevance(params, batch["q"][None], tools)  # [2, B]
+    r = heads.risk(params, tools)  # [2, B]
     if config.lambda_aware:
         f = penalise(f, r, lam)
     target = jnp.stack([batch["t_pos"], batch["t_neg"]])
@@ -297,7 +297,7 @@ def _gather(data, idx, shared):
 
 
 def _init_state(seed, fold, *, config: TrainConfig, dim: int):
-    params = rr_model.init_params(_keys(seed, fold)["init"], dim, config.hidden, config.rel_features)
+    params = heads.init_params(_keys(seed, fold)["init"], dim, config.hidden, config.rel_features)
     return {
         "params": params,
         "opt_state": optax.adam(config.lr).init(params),
@@ -512,7 +512,7 @@ def model_bytes(config: TrainConfig, dim: int, n_slots: int, n_hold_max: int) ->
     best copy, Adam moments, gradients and updates. XLA's own count (``memory_analysis``) is about 2/3 of it
     on UltraTool.
     """
-    in_w = rr_model.rel_input_dim(dim, config.rel_features)
+    in_w = heads.rel_input_dim(dim, config.rel_features)
     h = config.hidden
     rows = n_hold_max + 3 * config.batch_size
     per_row = 4 * (3 * dim + 2 * (dim + in_w + 3 * h))

@@ -40,15 +40,15 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax.model import heads as model_lib
-from riskrank_jax.model.checkpoints import read_json_file
-from riskrank_jax.retrieve import hybrid
-from riskrank_jax.rank import stacked as pipeline
-from riskrank_jax.retrieve import baselines as retrievers
-from riskrank_jax.graph import smoothing
 from riskrank_jax.data.permissions import permission_mask
 from riskrank_jax.errors import RankerError
+from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
+from riskrank_jax.model import heads
+from riskrank_jax.model.checkpoints import read_json_file
+from riskrank_jax.rank import stacked
+from riskrank_jax.retrieve import baselines
+from riskrank_jax.retrieve import hybrid
 from riskrank_jax.scoring import level_to_score, penalise, rank_order
 
 FORMAT = "riskrank-jax/ranker"
@@ -147,7 +147,7 @@ def check_queries(queries) -> None:
 def _penalised(arrays, q_emb, first, config: RankConfig):
     """(relevance, risk_penalty, penalised), each [Q, N]."""
     t_emb, risk = arrays["tool_emb"], arrays["risk_scores"]
-    rel = model_lib.relevance_full(arrays["params"], q_emb, t_emb) if "params" in arrays else first
+    rel = heads.relevance_full(arrays["params"], q_emb, t_emb) if "params" in arrays else first
     return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
 
 
@@ -156,7 +156,7 @@ _penalised_stage = jax.jit(_penalised, static_argnames=("config",))
 
 
 def _rule(ranking, arrays, config: RankConfig):
-    return pipeline.apply_rule_filter(ranking, arrays["risk_levels"], arrays["perm_level"], arrays["tool_emb"],
+    return stacked.apply_rule_filter(ranking, arrays["risk_levels"], arrays["perm_level"], arrays["tool_emb"],
                                       k=config.k, risk_cap=config.risk_cap, perm_cap=config.perm_cap,
                                       sim_threshold=config.sim_threshold)
 
@@ -171,7 +171,7 @@ def _full_rank(arrays, total, config: RankConfig, k: int):
 @jax.jit
 def _hybrid_scores(q_emb, tool_emb, bm25, weight):
     """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
-    return hybrid.fuse(retrievers.dense_scores(q_emb, tool_emb), bm25, weight)
+    return hybrid.fuse(baselines.dense_scores(q_emb, tool_emb), bm25, weight)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
@@ -189,15 +189,15 @@ def _full_rank_with_parts(arrays, rel, risk_penalty, pen, total, config: RankCon
 def _candidate_stage(arrays, q_emb, first, config: RankConfig):
     """(relevance, risk_penalty, penalised [Q, N], candidates int32 [Q, C])."""
     rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
-    return rel, risk_penalty, pen, retrievers.top_candidates(first, c=config.n_candidates)
+    return rel, risk_penalty, pen, baselines.top_candidates(first, c=config.n_candidates)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
 def _candidate_rank(arrays, cand_scores, cand, first, config: RankConfig, k: int):
-    order = pipeline.candidate_ranking(cand_scores, cand)
+    order = stacked.candidate_ranking(cand_scores, cand)
     if config.rule_filter:
         order = _rule(order, arrays, config)
-    return retrievers.candidate_full_ranking(order, rank_order(first))[:, :k]
+    return baselines.candidate_full_ranking(order, rank_order(first))[:, :k]
 
 
 # ---------------------------------------------------------------------------------------------- the Ranker
@@ -241,7 +241,7 @@ class Ranker:
             raise RankerError("risk levels must lie in 1..5")
         if risk_scores is None:
             has_head = params is not None and "risk" in params
-            risk_scores = model_lib.risk(params, emb) if has_head else level_to_score(levels)
+            risk_scores = heads.risk(params, emb) if has_head else level_to_score(levels)
         perm = permission_mask(texts).sum(-1) if perm_level is None else perm_level
         if graph is not None and graph.n_nodes != n:
             raise RankerError(f"graph has {graph.n_nodes} nodes, registry {n} tools")
@@ -338,8 +338,8 @@ class Ranker:
         return rel, risk_penalty, pen, total
 
     @functools.cached_property
-    def _bm25(self) -> retrievers.Bm25Index:
-        return retrievers.Bm25Index(list(self.tool_texts))
+    def _bm25(self) -> baselines.Bm25Index:
+        return baselines.Bm25Index(list(self.tool_texts))
 
     def first_stage_scores(self, q_emb, q_texts=None) -> np.ndarray:
         """float32 [Q, N]: the first stage's scores (cosine; BM25 or the hybrid fusion need q_texts)."""
@@ -354,7 +354,7 @@ class Ranker:
         t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
         if stage == "hybrid":
             return np.asarray(_hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight))
-        return np.asarray(retrievers.dense_scores(q, t_emb))
+        return np.asarray(baselines.dense_scores(q, t_emb))
 
     def _inputs(self, q_emb, q_texts):
         """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
@@ -366,7 +366,7 @@ class Ranker:
     def _candidate_scores(self, q, first):
         """(rel, risk_penalty, penalised [B, N], candidate scores after smoothing [B, C], candidates [B, C])."""
         rel, risk_penalty, pen, cand = _candidate_stage(self._arrays, q, first, self.config)
-        cs = pipeline.gather_candidates(pen, cand)
+        cs = stacked.gather_candidates(pen, cand)
         if self.config.alpha > 0 and self.graph is not None:
             cs = smoothing.smooth_candidates(cs, np.asarray(cand), self.graph, self.config.alpha)
         return rel, risk_penalty, pen, cs, cand
@@ -381,7 +381,7 @@ class Ranker:
             rel, risk_penalty, pen, cs, cand = self._candidate_scores(q, first)
             rows = jnp.arange(cand.shape[0])[:, None]
             total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[rows, cand].set(cs)
-            graph = jnp.zeros_like(pen).at[rows, cand].set(cs - pipeline.gather_candidates(pen, cand))
+            graph = jnp.zeros_like(pen).at[rows, cand].set(cs - stacked.gather_candidates(pen, cand))
             parts = ScoreParts(rel, risk_penalty, graph, total)
         return ScoreParts(*(x[:n_q] for x in parts))
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from riskrank_jax.model.risk_head import RiskHead, default_head
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
-from riskrank_jax.model.risk_head import RiskHead, default_head
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ Usage::
 Scores (both descending, ties broken by the lower tool id)::
 
     cosine   s(q, t) = q · t − λ · risk(t)               (zero-shot: unit embeddings, given risk [N])
-    head     s(q, t) = f_rel(q, t) − λ · f_risk(t)       (``model.heads.relevance_full`` / ``.risk``)
+    head     s(q, t) = f_rel(q, t) − λ · f_risk(t)       (``heads.heads.relevance_full`` / ``.risk``)
 
 Each device holds N/D tools (``NamedSharding`` over the mesh) and walks its shard in chunks of
 ``tool_chunk`` tools with ``lax.scan``, keeping a running top-k: per-device memory is its shard plus one
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from riskrank_jax.model import heads as model
+from riskrank_jax.model import heads
 
 AXIS = "tools"
 SCORERS = ("cosine", "head")
@@ -95,8 +95,8 @@ def _chunk_scores(scorer: Scorer, params, q, t, risk):
     """[Q, C] scores of one tool chunk t [C, d] (risk [C] for the cosine scorer)."""
     if scorer.kind == "cosine":
         return q @ t.T - scorer.lam * risk[None, :]
-    rel = model.relevance_full(params, q, t)
-    return rel - scorer.lam * model.risk(params, t)[None, :]
+    rel = heads.relevance_full(params, q, t)
+    return rel - scorer.lam * heads.risk(params, t)[None, :]
 
 
 def _merge(vals, ids, new_vals, new_ids, k: int):

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.model import heads as model_lib
 from riskrank_jax.graph import smoothing
+from riskrank_jax.model import heads
 from riskrank_jax.rank.rule_filter import rule_filter
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit, units_per_step
 from riskrank_jax.scoring import rank_order
@@ -54,8 +54,8 @@ def plan_chunks(n_models: int, n_queries: int, n_tools: int, bytes_per_pair: int
 
 @functools.partial(jax.jit, static_argnames=("query_chunk",))
 def _all_model_scores(params, q_emb, t_emb, *, query_chunk: int = MAX_QUERY_CHUNK):
-    rel = jax.vmap(lambda p: model_lib.relevance_full(p, q_emb, t_emb, query_chunk=query_chunk))(params)
-    risk = jax.vmap(lambda p: model_lib.risk(p, t_emb))(params)
+    rel = jax.vmap(lambda p: heads.relevance_full(p, q_emb, t_emb, query_chunk=query_chunk))(params)
+    risk = jax.vmap(lambda p: heads.risk(p, t_emb))(params)
     return rel, risk
 
 

@@ -15,14 +15,8 @@ The learned risk head is `riskrank_jax.model.risk_head`. See docs/registry.md.
 Why a layer of its own: user tool lists arrive in many formats, and every one becomes the same `Registry`.
 """
 
-from riskrank_jax.errors import (
-    DuplicateToolError,
-    EmptyRegistryError,
-    MalformedJSONError,
-    RiskHeadError,
-    ToolSpecError,
-    UnknownFormatError,
-)
+from riskrank_jax.errors import (DuplicateToolError, EmptyRegistryError, MalformedJSONError, RiskHeadError,
+                                 ToolSpecError, UnknownFormatError)
 from riskrank_jax.registry.formats import ACCEPTED_FORMATS
 from riskrank_jax.registry.loader import RegistryWarning, load_registry
 from riskrank_jax.registry.registry import Registry

@@ -12,9 +12,9 @@ from collections import Counter
 
 import numpy as np
 
+from riskrank_jax.model.risk_head import RiskHead, default_head
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
-from riskrank_jax.model.risk_head import RiskHead, default_head
 
 CSV_FIELDS = ("name", "risk", "risk_source", "learned", "categories", "annotations", "format", "source", "file",
               "line", "warnings")

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from riskrank_jax.registry.adapters import read_entry
 from riskrank_jax.errors import DuplicateToolError, EmptyRegistryError
+from riskrank_jax.registry.adapters import read_entry
 from riskrank_jax.registry.formats import iter_entries
 from riskrank_jax.registry.jsontext import read_json_file
 from riskrank_jax.registry.registry import Registry

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from riskrank_jax.data.permissions import CATEGORY_NAMES, permission_mask_words
-from riskrank_jax.registry.registry import Registry
 from riskrank_jax.model.risk_head import levels_from_scores
+from riskrank_jax.registry.registry import Registry
 
 DEFAULT_KEYWORD_FLOORS = {"shell": 3, "write": 3, "secret": 3, "code": 2, "network": 1}
 
