@@ -241,16 +241,7 @@ def needrisk_hit_at_k(ranking: jax.Array, gold: jax.Array, risk: jax.Array, *, k
 
     NeedRisk-Hit@k = 1[exists i <= k : rank_i in gold and risk[rank_i] ≥ 3].
     Meaningful on high-risk queries (see :func:`is_high_risk_query`); averaging over them gives the
-    paper's NeedRisk-Hit@k.
-
-    Args:
-      ranking: int32 [..., L] tool indices, best first.
-      gold: int32 [..., G] gold tools, padded with -1.
-      risk: int32 [N] risk level of each tool.
-      k: cut-off (keyword-only, static).
-
-    Returns:
-      float32 [...] of 0/1.
+    paper's NeedRisk-Hit@k. Arguments and shapes as ``sndcg_at_k``; returns float32 [...] of 0/1.
     """
     top = _top(ranking, k)
     risky = is_risky(jnp.asarray(risk)[top])

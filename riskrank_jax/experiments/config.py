@@ -20,6 +20,7 @@ from riskrank_jax.graph.tool_graph import GraphConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train import TrainConfig
+from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
 # per-benchmark defaults: smoothing α and the split of the main tables (other benchmarks: α 0.2, no main split)
@@ -47,15 +48,6 @@ class EncoderConfig:
     """path: local HF-format BERT sentence encoder directory (None: the embedded all-MiniLM-L6-v2)."""
 
     path: str | None = None
-
-
-@dataclass(frozen=True)
-class RankSettings:
-    """The rule filter's caps (``rank.rule_filter``): risky tools, high-permission tools, near-duplicates."""
-
-    risk_cap: int = 1
-    perm_cap: int = 2
-    sim_threshold: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -96,7 +88,7 @@ class SweepConfig:
     risk_head: RiskHeadConfig = field(default_factory=RiskHeadConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
-    rank: RankSettings = field(default_factory=RankSettings)
+    rank: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter (``rank.rule_filter``)
     eval: EvalConfig = field(default_factory=EvalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
 
@@ -211,6 +203,6 @@ def _checked_value(hint, value, path: str):
     return value
 
 
-__all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "RankSettings", "EvalConfig", "RuntimeConfig",
+__all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "EvalConfig", "RuntimeConfig",
            "ConfigError", "BENCHMARK_DEFAULTS", "NON_RESULT_LEAVES", "default_config", "leaf_paths",
            "with_overrides", "parse_leaf"]

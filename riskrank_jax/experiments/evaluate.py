@@ -32,6 +32,7 @@ from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import with_edge_types
 from riskrank_jax.model import rerank
 from riskrank_jax.rank import stacked
+from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve.hybrid import fuse
 from riskrank_jax.runtime.memory import balanced_step, units_per_step
@@ -120,9 +121,7 @@ class EvalSettings:
     n_candidates: int
     n_seeds: int
     memory_budget: int
-    risk_cap: int = 1  # the rule filter's caps (``rank.rule_filter``)
-    perm_cap: int = 2
-    sim_threshold: float = 0.9
+    rule: RuleFilterCaps = RuleFilterCaps()
 
 
 def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_budget: int):
@@ -288,9 +287,9 @@ class SplitEvaluation:
         return full_rankings(candidate_ranking, self.first_stage_ranking(v))
 
     def _rule(self, ranking):
-        caps = dict(risk_cap=self.s.risk_cap, perm_cap=self.s.perm_cap, sim_threshold=self.s.sim_threshold)
+        caps = dataclasses.asdict(self.s.rule)
         return per_slice(lambda r: stacked.apply_rule_filter(r, self.x.risk_levels, self.x.perm_level, self.x.t_emb,
-                                                       k=self.s.k, **caps), ranking)
+                                                             k=self.s.k, **caps), ranking)
 
     def ranking(self, v):
         """int32 [L, S, Q, N] (λ-sweep variants) or [S, Q, N]; baselines have S = 1."""

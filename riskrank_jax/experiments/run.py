@@ -138,8 +138,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
     evaluation's intermediates stay within ``cfg.runtime.memory_budget`` bytes (results do not depend on it)."""
     ev_cfg, memory_budget = cfg.eval, cfg.runtime.memory_budget
     settings = EvalSettings(tuple(ev_cfg.lambdas), ev_cfg.main_lambda, float(ev_cfg.alpha), ev_cfg.k,
-                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, risk_cap=cfg.rank.risk_cap,
-                            perm_cap=cfg.rank.perm_cap, sim_threshold=cfg.rank.sim_threshold)
+                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rank)
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
     budgets = budgets or {}

@@ -3,7 +3,6 @@
     heads.py       dual heads f_rel(q, t) and f_risk(t) as pure functions of a params dict
     train.py       every (seed, fold[, λ]) model of a run trained in one jitted program
     groups.py      the model axis split into byte-sized groups; vmap or lax.map over it
-    minibatch.py   the shuffled-minibatch epoch loop shared by the risk heads
     checkpoints.py per-epoch orbax checkpoints, resumed or set aside when stale
     rerank.py      the correction reranker over a first stage (beyond the paper)
     risk_head.py   the stand-alone risk head for user registries (ships `demo_minilm_head.npz`)

@@ -208,24 +208,18 @@ def set_aside(directory, reason: str) -> Path:
     return target
 
 
-def read_json_file(path, error: type[Exception], missing: str):
-    """The JSON value stored in ``path``; ``error`` naming the file when it is absent (``missing`` says what that
-    means) or not valid JSON. Run files and saved rankers' manifests are read through it."""
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise error(f"{path}: {missing}") from None
-    except json.JSONDecodeError as exc:
-        raise error(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
-
-
 def read_run(checkpoint_dir) -> dict:
     path = Path(checkpoint_dir).expanduser().resolve() / RUN_FILE
-    saved = read_json_file(path, CacheError, "no such run file")
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CacheError(f"{path}: no such run file") from None
+    except json.JSONDecodeError as exc:
+        raise CacheError(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         got = saved.get("format") if isinstance(saved, dict) else type(saved).__name__
         raise CacheError(f"{path}: unknown format {got!r} (expected {FORMAT!r})")
     return saved
 
 
-__all__ = ["RunStore", "read_run", "read_json_file", "set_aside", "hash_arrays", "diff_keys", "RUN_FILE"]
+__all__ = ["RunStore", "read_run", "set_aside", "hash_arrays", "diff_keys", "RUN_FILE"]

@@ -7,8 +7,8 @@ benchmark's labels over all-MiniLM-L6-v2 embeddings of `tool_text` (`default_hea
 
 One trainer serves every caller: `train_risk_head` (one seed: fit-risk, registry audits, the transfer
 experiment) and `train_risk_heads` (one model per seed, vmapped: the sweep's risk-only rows) run the same
-per-seed function; optimiser, weight decay and initialisation are `HeadConfig` fields, so each caller keeps its
-own numbers (`RiskHeadConfig` holds the sweep's).
+per-seed function (shuffled minibatches, ``minibatch_epochs``); optimiser, weight decay and initialisation are
+`HeadConfig` fields, so each caller keeps its own numbers (`RiskHeadConfig` holds the sweep's).
 
 Why stand-alone: a user registry has no training queries, only tool texts and perhaps labels.
 """
@@ -91,6 +91,33 @@ def predict(params: dict, emb) -> np.ndarray:
     return np.asarray(heads.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
 
+def minibatch_epochs(params, opt, loss_fn, key, *, n: int, batch_size: int, epochs: int):
+    """Train ``params`` with the optax ``opt`` over ``epochs`` shuffled passes, one ``lax.scan`` per epoch.
+
+    ``loss_fn(params, idx)`` is the loss of the rows ``idx`` (int [batch_size]); each epoch draws a permutation
+    from its own key and drops the last ``n mod batch_size`` rows. Returns (params, mean loss per epoch [epochs]).
+    Pure and jit/vmap-able.
+    """
+    import jax
+    import optax
+
+    steps = n // batch_size
+
+    def step(carry, idx):
+        p, s = carry
+        loss, g = jax.value_and_grad(loss_fn)(p, idx)
+        upd, s = opt.update(g, s, p)
+        return (optax.apply_updates(p, upd), s), loss
+
+    def epoch(carry, ekey):
+        perm = jax.random.permutation(ekey, n)[: steps * batch_size].reshape(steps, batch_size)
+        carry, losses = jax.lax.scan(step, carry, perm)
+        return carry, losses.mean()
+
+    (params, _), losses = jax.lax.scan(epoch, (params, opt.init(params)), jax.random.split(key, epochs))
+    return params, losses
+
+
 def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
     """One seed: MSE of f_risk(emb [N, d]) to target [N] over shuffled minibatches. Returns (params
     {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]). Pure; jit/vmap-able."""
@@ -99,7 +126,6 @@ def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
     import optax
 
     from riskrank_jax.model import heads
-    from riskrank_jax.model.minibatch import minibatch_epochs
 
     n, dim = emb.shape
     opt = (optax.adam(config.lr) if config.optimizer == "adam"

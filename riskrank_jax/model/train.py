@@ -820,7 +820,6 @@ def lambda_run_from_plain(plain: TrainResult, rest: TrainResult | None, config: 
                        config=config, data_hash=plain.data_hash, run_config=run_config)
 
 
-__all__ = ["TrainConfig", "TrainResult", "TrainRun", "train_models", "build_triplets", "model_index",
-           "hard_candidates",
+__all__ = ["TrainConfig", "TrainResult", "TrainRun", "train_models", "build_triplets", "model_index", "hard_candidates",
            "abstract_state", "result_from_state", "load_trained", "plain_config", "lambda_run_from_plain",
            "model_bytes"]

@@ -45,7 +45,6 @@ from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.model import heads
-from riskrank_jax.model.checkpoints import read_json_file
 from riskrank_jax.rank import stacked
 from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve import hybrid
@@ -492,7 +491,12 @@ class Ranker:
 def read_manifest(directory: Path) -> dict:
     """The manifest of a saved ranker, checked for format and version."""
     path = Path(directory) / MANIFEST
-    m = read_json_file(path, RankerError, "no saved ranker here (manifest missing)")
+    try:
+        m = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RankerError(f"{path}: no saved ranker here (manifest missing)") from None
+    except json.JSONDecodeError as e:
+        raise RankerError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     if not isinstance(m, dict):
         raise RankerError(f"{path}: not a ranker manifest (a JSON {type(m).__name__})")
     if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:

@@ -31,12 +31,23 @@ Why a while_loop with O(k) state: it stops once k tools are accepted, never walk
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.scoring import PERM_THRESHOLD, RISK_THRESHOLD, l2_normalise
+
+
+@dataclass(frozen=True)
+class RuleFilterCaps:
+    """The rule filter's caps, as ``rule_filter`` keywords: accepted risky tools, accepted high-permission tools,
+    and the cosine above which a tool counts as a near-duplicate of an accepted one."""
+
+    risk_cap: int = 1
+    perm_cap: int = 2
+    sim_threshold: float = 0.9
 
 
 def _init_state(k: int, l: int):
@@ -176,4 +187,4 @@ def rule_filter_reference(ranking, risk, perm_level, tool_emb, *, k: int = 5, ri
     return np.asarray(out, dtype=np.int32).reshape(np.shape(ranking))
 
 
-__all__ = ["rule_filter", "rule_filter_with_count", "rule_filter_reference"]
+__all__ = ["RuleFilterCaps", "rule_filter", "rule_filter_with_count", "rule_filter_reference"]
