@@ -55,3 +55,7 @@ class EmptyRegistryError(DataError):
 
 class RiskHeadError(DataError):
     """A risk-head file that cannot be used (missing, corrupt, or for another encoder)."""
+
+
+class ConfigError(DataError):
+    """A gateway config (`riskrank-jax serve --config`) that cannot be used: names the file and line."""

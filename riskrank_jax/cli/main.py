@@ -326,6 +326,10 @@ from riskrank_jax.cli.rank import fit_command, rank_command  # noqa: E402  (comm
 cli.add_command(rank_command)
 cli.add_command(fit_command)
 
+from riskrank_jax.cli.serve import serve_command  # noqa: E402
+
+cli.add_command(serve_command)
+
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)

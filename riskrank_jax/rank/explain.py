@@ -34,20 +34,29 @@ def _ranked_positions(ranker, q_emb, query) -> np.ndarray:
     return pos
 
 
-def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> list[dict]:
-    zero = dataclasses.replace(ranker, config=dataclasses.replace(ranker.config, lam=0.0))
+def risky_held_back(ranker, query, k, ids, q_emb=None, zero=None) -> list[tuple[int, int]]:
+    """(tool id, 1-based rank at λ = 0) of each risky tool (r ≥ 3) in the top k at λ = 0, everything else
+    unchanged, that is not among ``ids`` (the top k now). q_emb [1, d]: the query already embedded; zero: the
+    ranker at λ = 0 when the caller keeps one (its prepared arrays and graph are then reused)."""
+    q_emb = ranker.encode_queries([query]) if q_emb is None else q_emb
+    if zero is None:
+        zero = dataclasses.replace(ranker, config=dataclasses.replace(ranker.config, lam=0.0))
     at_zero = zero.rank(q_emb, k=k, q_texts=[query])[0]
+    kept = set(np.asarray(ids).tolist())
+    return [(int(t), j + 1) for j, t in enumerate(at_zero)
+            if int(t) not in kept and is_risky(int(ranker.risk_levels[t]))]
+
+
+def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> list[dict]:
     out = []
-    for j, t in enumerate(at_zero):
-        if t in ids or not is_risky(int(ranker.risk_levels[t])):
-            continue
+    for t, rank_at_zero in risky_held_back(ranker, query, k, ids, q_emb):
         pen = float(parts.risk_penalty[t])
         if before_rule[t] > k:
             why = f"−λ·risk = {-pen:+.3f} moved it below the top {k} (to #{int(before_rule[t])} before any filter)"
         else:
             why = f"the rule filter deferred it (#{int(before_rule[t])} by score, #{int(final_pos[t])} after)"
         out.append({"name": ranker.tool_names[t], "risk_level": int(ranker.risk_levels[t]),
-                    "risk_source": ranker.risk_source[t], "rank_at_lambda_0": j + 1, "rank_now": int(final_pos[t]),
+                    "risk_source": ranker.risk_source[t], "rank_at_lambda_0": rank_at_zero, "rank_now": int(final_pos[t]),
                     "risk_penalty": -pen, "why": why})
     return out
 

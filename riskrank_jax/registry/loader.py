@@ -52,8 +52,8 @@ def _unique_source_names(names: list[str]) -> list[str]:
     return out
 
 
-def _namespace(groups: list[list[Tool]]) -> list[Tool]:
-    """Prefix `source/` to every name that more than one source uses, with a warning on those tools."""
+def _namespace(groups: list[list[Tool]], separator: str = "/") -> list[Tool]:
+    """Prefix `source<separator>` to every name that more than one source uses, with a warning on those tools."""
     owners: dict[str, list[str]] = {}
     for tools in groups:
         for t in tools:
@@ -63,8 +63,9 @@ def _namespace(groups: list[list[Tool]]) -> list[Tool]:
         for t in tools:
             others = [s for s in owners[t.raw_name] if s != t.source]
             if others:
-                note = f"duplicate name: '{t.raw_name}' also in {', '.join(others)}; namespaced as '{t.source}/{t.raw_name}'"
-                t = replace(t, name=f"{t.source}/{t.raw_name}", warnings=(*t.warnings, note))
+                name = f"{t.source}{separator}{t.raw_name}"
+                note = f"duplicate name: '{t.raw_name}' also in {', '.join(others)}; namespaced as '{name}'"
+                t = replace(t, name=name, warnings=(*t.warnings, note))
             out.append(t)
     seen: dict[str, Tool] = {}
     for t in out:
@@ -91,14 +92,15 @@ def _as_inputs(sources) -> list[tuple[object, str, str | None]]:
     return items
 
 
-def load_registry(sources: Iterable | str | os.PathLike | dict) -> Registry:
+def load_registry(sources: Iterable | str | os.PathLike | dict, separator: str = "/") -> Registry:
     """Merge tool lists into one Registry.
 
     sources: one path or a list of file paths (JSON or JSON Lines, any accepted format, detected
     automatically); an in-memory document (a dict, or a list of dicts, as parsed from JSON); or a list of
     (source name, document) pairs and paths. A name used by more
     than one source becomes `source/name` in every source that uses it; the source name is the MCP
-    server's (`serverInfo.name` or `server` beside the tool list) or else the file stem.
+    server's (`serverInfo.name` or `server` beside the tool list) or else the file stem. `separator` joins
+    the two ("." gives names in MCP's tool-name character set, as the gateway needs).
     Raises RegistryError subclasses (DataError) naming file and line; skipped built-in tools are warned
     about (RegistryWarning) and listed in `Registry.warnings`.
     """
@@ -113,7 +115,7 @@ def load_registry(sources: Iterable | str | os.PathLike | dict) -> Registry:
         skipped.extend(skip)
     for w in skipped:
         warnings_lib.warn(w, RegistryWarning, stacklevel=2)
-    tools = _namespace(groups)
+    tools = _namespace(groups, separator)
     if not tools:
         where = ", ".join(p or n for _, n, p in inputs) or "no input"
         why = f" ({len(skipped)} built-in tools skipped)" if skipped else ""

@@ -1,0 +1,176 @@
+"""The gateway's config: the ``mcpServers`` JSON of Claude Desktop, Cursor and the SDKs, plus ``registries``
+and a ``policy`` block.
+
+    {"mcpServers": {"files": {"command": "python", "args": ["files_server.py"], "env": {}, "cwd": "."},
+                    "tickets": {"url": "http://127.0.0.1:8931/mcp", "headers": {"Authorization": "Bearer …"}}},
+     "registries": ["more_tools.json"],
+     "policy": {"allow_level": 3, "allow": ["files.write_note"], "deny": ["*drop_*"],
+                "trusted_servers": ["files"], "confirm": "elicit"}}
+
+Relative paths (``registries``, ``cwd``) are relative to the config file. Every error names the file and the
+line of the offending entry (`ConfigError`), before anything starts.
+
+Why the same JSON: a user moves the servers of an existing client config behind the gateway unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from riskrank_jax.errors import ConfigError
+from riskrank_jax.registry.jsontext import line_of, read_json_file
+from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
+
+SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type"}
+SERVER_KEYS_HTTP = {"url", "headers", "type"}
+TOP_KEYS = {"mcpServers", "registries", "policy"}
+POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm"}
+HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
+NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One downstream MCP server: stdio (command, args, env, cwd) or streamable HTTP (url, headers)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    @property
+    def where(self) -> str:
+        return " ".join([self.command, *self.args]) if self.command is not None else str(self.url)
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """servers: downstream MCP servers; registries: files listed and searchable but not callable; policy;
+    path: the config file (None when the gateway serves registry files only)."""
+
+    servers: tuple[ServerSpec, ...] = ()
+    registries: tuple[str, ...] = ()
+    policy: Policy = field(default_factory=Policy)
+    path: str | None = None
+
+
+def tool_name_safe(name: str) -> str:
+    """``name`` with every character outside MCP's tool-name set [A-Za-z0-9_.-] replaced by "_"."""
+    return NAME_CHARS.sub("_", name) or "_"
+
+
+def _fail(path, obj, message, parent=None):
+    raise ConfigError(message, path, line_of(obj) or line_of(parent))
+
+
+def _strings(path, value, what, parent) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        _fail(path, value, f"{what} must be a list of strings", parent)
+    return tuple(value)
+
+
+def _string_map(path, value, what, parent) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        _fail(path, value, f"{what} must be an object of strings", parent)
+    return tuple(value.items())
+
+
+def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
+    if not isinstance(entry, dict):
+        _fail(path, entry, f"mcpServers.{name} must be an object with \"command\" (stdio) or \"url\" (HTTP)", parent)
+    if not name.strip():
+        _fail(path, entry, "mcpServers has a server with an empty name", parent)
+    kind = entry.get("type")
+    if kind is not None and kind not in ("stdio", *HTTP_TYPES):
+        _fail(path, entry, f"mcpServers.{name}.type {kind!r} is not supported (stdio or streamable HTTP; the "
+                           "gateway does not speak the deprecated SSE transport)")
+    has_cmd, has_url = "command" in entry, "url" in entry
+    if has_cmd == has_url:
+        _fail(path, entry, f"mcpServers.{name} needs exactly one of \"command\" (stdio) and \"url\" (HTTP)")
+    allowed = SERVER_KEYS_STDIO if has_cmd else SERVER_KEYS_HTTP
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        _fail(path, entry, f"mcpServers.{name}: unknown key(s) {', '.join(unknown)} for a "
+                           f"{'stdio' if has_cmd else 'HTTP'} server (allowed: {', '.join(sorted(allowed))})")
+    if has_cmd:
+        if not isinstance(entry["command"], str) or not entry["command"].strip():
+            _fail(path, entry, f"mcpServers.{name}.command must be a non-empty string")
+        cwd = entry.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            _fail(path, entry, f"mcpServers.{name}.cwd must be a string")
+        if cwd is not None and not (base / cwd).is_dir():
+            _fail(path, entry, f"mcpServers.{name}.cwd: no such directory {base / cwd}")
+        return ServerSpec(name, command=entry["command"],
+                          args=_strings(path, entry.get("args", []), f"mcpServers.{name}.args", entry),
+                          env=_string_map(path, entry.get("env", {}), f"mcpServers.{name}.env", entry),
+                          cwd=None if cwd is None else str((base / cwd).resolve()))
+    url = entry["url"]
+    if not isinstance(url, str) or not re.match(r"https?://", url):
+        _fail(path, entry, f"mcpServers.{name}.url must be an http:// or https:// URL, got {url!r}")
+    return ServerSpec(name, url=url, headers=_string_map(path, entry.get("headers", {}),
+                                                          f"mcpServers.{name}.headers", entry))
+
+
+def _policy(path, block, parent) -> Policy:
+    if not isinstance(block, dict):
+        _fail(path, block, "policy must be an object", parent)
+    unknown = sorted(set(block) - POLICY_KEYS)
+    if unknown:
+        _fail(path, block, f"policy: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(POLICY_KEYS))})")
+    level = block.get("allow_level", Policy.allow_level)
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5:
+        _fail(path, block, f"policy.allow_level must be an integer 1..5, got {level!r}")
+    confirm = block.get("confirm", Policy.confirm)
+    if confirm not in CONFIRM_MODES:
+        _fail(path, block, f"policy.confirm must be one of {', '.join(CONFIRM_MODES)}, got {confirm!r}")
+    return Policy(allow_level=level, confirm=confirm,
+                  **{k: _strings(path, block.get(k, []), f"policy.{k}", block)
+                     for k in ("allow", "deny", "trusted_servers")})
+
+
+def read_config(path) -> GatewayConfig:
+    """The GatewayConfig of a JSON file; ConfigError (file:line) on anything malformed or unknown."""
+    path = Path(path)
+    doc = read_json_file(path)  # MalformedJSONError with file, line and column
+    if not isinstance(doc, dict):
+        raise ConfigError(f"a gateway config is a JSON object with \"mcpServers\", got a JSON {type(doc).__name__}",
+                          path, 1)
+    unknown = sorted(set(doc) - TOP_KEYS)
+    if unknown:
+        _fail(path, doc, f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(TOP_KEYS))})")
+    base = path.resolve().parent
+    servers_doc = doc.get("mcpServers", {})
+    if not isinstance(servers_doc, dict):
+        _fail(path, servers_doc, "mcpServers must be an object of server name -> server", doc)
+    servers = tuple(_server(path, base, name, entry, servers_doc) for name, entry in servers_doc.items())
+    safe = {}
+    for s in servers:
+        other = safe.setdefault(tool_name_safe(s.name), s.name)
+        if other != s.name:
+            _fail(path, servers_doc, f"mcpServers: servers {other!r} and {s.name!r} have the same tool-name prefix "
+                                     f"{tool_name_safe(s.name)!r}; rename one")
+    registries = _strings(path, doc.get("registries", []), "registries", doc)
+    for r in registries:
+        if not (base / r).is_file():
+            _fail(path, doc, f"registries: no such file {base / r}")
+    policy = _policy(path, doc.get("policy", {}), doc)
+    names = {s.name for s in servers}
+    for t in policy.trusted_servers:
+        if t not in names:
+            _fail(path, doc.get("policy"), f"policy.trusted_servers names {t!r}, which is not in mcpServers "
+                                           f"({', '.join(sorted(names)) or 'none'})")
+    if not servers and not registries:
+        _fail(path, doc, "no mcpServers and no registries: nothing to serve")
+    return GatewayConfig(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path))
+
+
+__all__ = ["ServerSpec", "GatewayConfig", "read_config", "tool_name_safe"]
