@@ -1,4 +1,4 @@
-"""Shared by the test MCP servers: every call a server receives is appended to $CALLS_LOG, so a test can
+"""Shared by the example MCP servers: every call a server receives is appended to $CALLS_LOG, so a test can
 prove that a refused call never reached the server."""
 
 from __future__ import annotations

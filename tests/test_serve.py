@@ -1,0 +1,399 @@
+"""`riskrank-jax serve`: the MCP gateway, with real downstream MCP servers (examples/gateway/, the official
+SDK's MCPServer) started as subprocesses over stdio and streamable HTTP, driven by the SDK's own client.
+
+Two gateways run for the whole module (each start costs an encoder load): one over stdio with the example
+servers at the default policy, one over streamable HTTP with a bearer token and a policy that allows
+`delete_file`. Config errors and the policy are tested without starting anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.from_thread import start_blocking_portal
+
+from riskrank_jax.errors import ConfigError, MalformedJSONError
+from riskrank_jax.serve.config import read_config, tool_name_safe
+from riskrank_jax.serve.policy import Policy, decide
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "gateway"
+sys.path.insert(0, str(EXAMPLES))
+from session import config_for, transcript  # noqa: E402
+
+
+def _calls(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+# ---------------------------------------------------------------------------------------------- no servers
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ('{\n "mcpServers": {\n  "a": {"command": "python",}\n }\n}', 3, "malformed JSON"),
+    ('{\n "mcpServers": {\n  "a": {"command": "python", "args": [1]}\n }\n}', 3, "args must be a list of strings"),
+    ('{\n "mcpServers": {\n  "a": {"url": "ftp://x"}\n }\n}', 3, "must be an http:// or https:// URL"),
+    ('{\n "mcpServers": {\n  "a": {"command": "x", "url": "http://y"}\n }\n}', 3, "exactly one of"),
+    ('{\n "mcpServers": {\n  "a": {"command": "x", "headers": {}}\n }\n}', 3, "unknown key(s) headers"),
+    ('{\n "mcpServers": {\n  "a": {"type": "sse", "url": "http://y"}\n }\n}', 3, "deprecated SSE"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "allow_level": 9\n }\n}', 3, "allow_level"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "confirm": "maybe"\n }\n}', 3, "policy.confirm"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "trusted_servers": ["b"]\n }\n}', 3,
+     "not in mcpServers"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "registries": ["missing.json"]\n}', 1, "no such file"),
+    ('{\n "mcpservers": {}\n}', 1, "unknown key(s) mcpservers"),
+    ('{\n "mcpServers": {}\n}', 1, "nothing to serve"),
+    ('[1, 2]', 1, "JSON object"),
+])
+def test_bad_config_names_file_and_line(tmp_path, text, line, message):
+    p = tmp_path / "servers.json"
+    p.write_text(text)
+    with pytest.raises((ConfigError, MalformedJSONError)) as e:  # both DataError: file:line: message
+        read_config(p)
+    assert str(e.value).startswith(f"{p}:{line}: "), str(e.value)
+    assert message in str(e.value)
+
+
+def test_cli_reports_bad_config_and_options_before_starting(tmp_path):
+    from click.testing import CliRunner
+
+    from riskrank_jax.cli.main import cli
+
+    bad = tmp_path / "servers.json"
+    bad.write_text('{\n "mcpServers": {\n  "a": {"command": "python", "args": "x"}\n }\n}')
+    runner = CliRunner()
+    r = runner.invoke(cli, ["serve", "--config", str(bad)])
+    assert r.exit_code == 1 and f"error: {bad}:3: mcpServers.a.args must be a list of strings" in r.output
+    good = tmp_path / "ok.json"
+    good.write_text(json.dumps({"mcpServers": {"a": {"command": "python"}}}))
+    r = runner.invoke(cli, ["serve", "--config", str(good), "--http", "0.0.0.0:8931"])
+    assert r.exit_code == 2 and "--token-file" in r.output
+    r = runner.invoke(cli, ["serve", "--config", str(good), "--http", "nonsense"])
+    assert r.exit_code == 2 and "HOST:PORT" in r.output
+    short = tmp_path / "token"
+    short.write_text("abc")
+    r = runner.invoke(cli, ["serve", "--config", str(good), "--http", "0.0.0.0:8931", "--token-file", str(short)])
+    assert r.exit_code == 1 and "at least 16 characters" in r.output
+    broken = tmp_path / "tools.json"
+    broken.write_text('{"tools": [{"name": "a", "description": 3}]}')
+    r = runner.invoke(cli, ["serve", str(broken)])
+    assert r.exit_code == 1 and f"error: {broken}" in r.output and "description" in r.output
+    r = runner.invoke(cli, ["serve"])
+    assert r.exit_code == 2 and "--config" in r.output
+
+
+def test_policy_order_deny_allow_level_confirm():
+    p = Policy(allow_level=3, allow=("files.delete_*",), deny=("*.wipe*",))
+    assert decide(p, ("wipe", "s.wipe", "wipe"), 1, "learned").action == "refuse"  # deny beats a low level
+    assert decide(p, ("delete_file", "files.delete_file", "delete_file"), 5, "keywords:delete").action == "allow"
+    assert decide(p, ("read", "s.read", "read"), 3, "learned").action == "allow"
+    d = decide(p, ("pay", "s.pay", "pay"), 4, "keywords:money")
+    assert d.action == "confirm" and "risk level 4 (keywords:money)" in d.reason
+    assert decide(Policy(confirm="refuse"), ("pay",), 4, "k").action == "refuse"
+    assert tool_name_safe("my server/v2") == "my_server_v2"
+
+
+# ---------------------------------------------------------------------------------------------- the gateways
+
+
+class Session:
+    """A connected SDK client on a blocking portal, so sync tests can call the gateway."""
+
+    def __init__(self, portal, client, proc_dir: Path):
+        self.portal, self.client, self.dir = portal, client, proc_dir
+        self.calls = proc_dir / "calls.jsonl"
+        self.audit = proc_dir / "audit.jsonl"
+        self.answer = "decline"  # what the elicitation callback answers
+
+    def call(self, tool: str, args: dict | None = None):
+        return self.portal.call(self.client.call_tool, tool, args or {})
+
+    def search(self, query: str, k: int = 5) -> dict:
+        r = self.call("search_tools", {"query": query, "k": k})
+        assert not r.is_error, r.content[0].text
+        return r.structured_content
+
+    def servers(self) -> dict:
+        return {s["name"]: s for s in self.call("list_servers").structured_content["servers"]}
+
+
+def _gateway_env(cache: Path) -> dict:
+    env = dict(os.environ)
+    env["RISKRANK_CACHE"] = str(cache)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.fixture(scope="module")
+def gateway_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("gateway-cache")
+
+
+@pytest.fixture(scope="module")
+def stdio_gateway(tmp_path_factory, gateway_cache):
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    d = tmp_path_factory.mktemp("stdio-gateway")
+    cfg = d / "servers.json"
+    cfg.write_text(json.dumps(config_for(sys.executable, str(d / "calls.jsonl"))))
+    holder = {}
+
+    async def elicit(ctx, params):
+        holder["asked"] = params.message
+        if holder["session"].answer == "accept":
+            return types.ElicitResult(action="accept", content={"confirm": True})
+        return types.ElicitResult(action="decline")
+
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "riskrank_jax", "serve", "--config", str(cfg), "--audit-log", str(d / "audit.jsonl")],
+        env=_gateway_env(gateway_cache))
+    with start_blocking_portal() as portal:
+        with portal.wrap_async_context_manager(Client(params, read_timeout_seconds=180,
+                                                      elicitation_callback=elicit)) as client:
+            s = Session(portal, client, d)
+            s.holder = holder
+            holder["session"] = s
+            yield s
+
+
+def test_transcript_matches_docs(stdio_gateway):
+    lines = stdio_gateway.portal.call(transcript, stdio_gateway.client)
+    docs = (ROOT / "docs" / "serve.md").read_text()
+    block = docs.split("<!-- transcript -->")[1].split("```")[1].strip("\n").removeprefix("text\n")
+    assert "\n".join(lines) == block.rstrip("\n")
+
+
+def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
+    res = stdio_gateway.search("show me what is in notes.txt", k=3)
+    names = [t["name"] for t in res["tools"]]
+    assert "files.read_file" in names
+    assert not {"delete_file", "helpful.delete_everything", "delete_everything"} & set(names)
+    row = {t["name"]: t for t in res["tools"]}["files.read_file"]
+    assert row["input_schema"]["properties"]["path"]["type"] == "string" and row["risk_level"] <= 2
+    assert row["call"] == "allowed" and row["server"] == "files"
+    res = stdio_gateway.search("delete the old report file", k=3)
+    row = {t["name"]: t for t in res["tools"]}["delete_file"]
+    assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "delete" in row["risk_source"]
+
+
+def test_delete_is_refused_at_the_default_policy_and_never_reaches_the_server(stdio_gateway):
+    stdio_gateway.answer = "decline"
+    r = stdio_gateway.call("call_tool", {"name": "delete_file", "arguments": {"path": "report.md"}})
+    assert r.is_error and "above allow_level 3" in r.content[0].text and "declined" in r.content[0].text
+    assert "delete_file" in stdio_gateway.holder["asked"]
+    assert r.structured_content["refused"] is True and r.structured_content["risk_level"] >= 4
+    assert all(c["tool"] != "delete_file" for c in _calls(stdio_gateway.calls))
+    line = json.loads(stdio_gateway.audit.read_text().splitlines()[-1])
+    assert line["tool"] == "delete_file" and line["decision"] == "refused" and "report.md" not in json.dumps(line)
+    stdio_gateway.answer = "accept"  # the user confirms: now it goes through, once
+    r = stdio_gateway.call("call_tool", {"name": "delete_file", "arguments": {"path": "report.md"}})
+    assert not r.is_error and r.content[0].text == "deleted report.md"
+    assert [c["arguments"] for c in _calls(stdio_gateway.calls) if c["tool"] == "delete_file"] == [
+        {"path": "report.md"}]
+    assert json.loads(stdio_gateway.audit.read_text().splitlines()[-1])["decision"] == "confirmed"
+    stdio_gateway.answer = "decline"
+
+
+def test_allowed_call_passes_the_downstream_result_unchanged(stdio_gateway):
+    r = stdio_gateway.call("call_tool", {"name": "files.read_file", "arguments": {"path": "notes.txt"}})
+    assert not r.is_error and r.content[0].text == "contents of notes.txt"
+    assert r.structured_content == {"result": "contents of notes.txt"}
+    r = stdio_gateway.call("call_tool", {"name": "no_such_tool", "arguments": {}})
+    assert r.is_error and "unknown tool 'no_such_tool'" in r.content[0].text
+
+
+def test_lying_read_only_hint_does_not_lower_risk(stdio_gateway):
+    res = stdio_gateway.search("delete everything in the workspace", k=5)
+    rows = {t["name"]: t for t in res["tools"] + res["held_back"]}
+    assert rows["delete_everything"]["risk_level"] >= 4, rows
+    assert "mcp:readOnlyHint" not in rows["delete_everything"]["risk_source"]
+    r = stdio_gateway.call("call_tool", {"name": "delete_everything", "arguments": {}})
+    assert r.is_error and "deny pattern" in r.content[0].text
+    assert all(c["tool"] != "delete_everything" for c in _calls(stdio_gateway.calls))
+
+
+def test_money_and_credentials_need_confirmation(stdio_gateway):
+    res = stdio_gateway.search("refund the customer's last payment", k=5)
+    row = {t["name"]: t for t in res["tools"] + res["held_back"]}["refund_payment"]
+    assert row["risk_level"] >= 4
+    r = stdio_gateway.call("call_tool", {"name": "refund_payment", "arguments": {"payment_id": "p", "amount": 1}})
+    assert r.is_error and all(c["tool"] != "refund_payment" for c in _calls(stdio_gateway.calls))
+
+
+def test_list_changed_adds_a_new_tool_to_search(stdio_gateway):
+    assert "get_forecast" not in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]
+    r = stdio_gateway.call("call_tool", {"name": "load_plugins", "arguments": {}})
+    assert not r.is_error, r.content[0].text
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if "get_forecast" in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("get_forecast never appeared in search results after list_changed")
+    assert stdio_gateway.servers()["files"]["tools"] == 7
+
+
+def test_fifty_concurrent_searches_are_all_answered(stdio_gateway):
+    queries = [f"read file number {i}" if i % 2 else f"refund payment {i}" for i in range(50)]
+
+    async def many():
+        out = [None] * 50
+
+        async def one(i):
+            out[i] = await stdio_gateway.client.call_tool("search_tools", {"query": queries[i], "k": 3})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(one, i)
+        return out
+
+    results = stdio_gateway.portal.call(many)
+    assert all(r is not None and not r.is_error and r.structured_content["query"] == q
+               for r, q in zip(results, queries))
+    assert len({r.structured_content["tools"][0]["name"] for r in results}) == 2
+
+
+def _child_pid(parent: int, marker: str) -> int:
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if marker in cmd and ppid == parent:
+            return int(p.name)
+    raise LookupError(marker)
+
+
+def _gateway_pid(marker: str) -> int:
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "riskrank_jax serve" in cmd and marker in cmd:
+                return int(p.name)
+    raise LookupError(marker)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process in /proc (Linux)")
+def test_killed_server_reports_error_search_goes_on_and_it_restarts(stdio_gateway):
+    gw = _gateway_pid(str(stdio_gateway.dir))
+    os.kill(_child_pid(gw, "payments_server.py"), signal.SIGKILL)
+    deadline = time.time() + 20
+    r = None
+    while time.time() < deadline:
+        r = stdio_gateway.call("call_tool", {"name": "get_balance", "arguments": {"account": "acme"}})
+        if r.is_error:
+            break
+        time.sleep(0.05)
+    assert r is not None and r.is_error and "server 'payments'" in r.content[0].text, r.content[0].text
+    assert stdio_gateway.search("read the notes")["tools"]  # search keeps working
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        s = stdio_gateway.servers()["payments"]
+        if s["state"] == "up" and s["restarts"] >= 1:
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail(f"payments was not restarted: {s}")
+    r = stdio_gateway.call("call_tool", {"name": "get_balance", "arguments": {"account": "acme"}})
+    assert not r.is_error and "120.00" in r.content[0].text
+
+
+# ---------------------------------------------------------------------------------------------- over HTTP
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_path, gateway_cache):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    calls = tmp_path / "calls.jsonl"
+    tickets_port, gw_port = _free_port(), _free_port()
+    tickets = subprocess.Popen([sys.executable, str(EXAMPLES / "tickets_http_server.py"), str(tickets_port)],
+                               env={**os.environ, "CALLS_LOG": str(calls)}, stderr=subprocess.DEVNULL)
+    cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["delete_file"]})
+    cfg["mcpServers"] = {"files": cfg["mcpServers"]["files"],
+                         "tickets": {"url": f"http://127.0.0.1:{tickets_port}/mcp"}}
+    (tmp_path / "servers.json").write_text(json.dumps(cfg))
+    token = "s3cret-token-0123456789"
+    (tmp_path / "token").write_text(token + "\n")
+    audit = tmp_path / "audit.jsonl"
+    gw = subprocess.Popen([sys.executable, "-m", "riskrank_jax", "serve", "--config", str(tmp_path / "servers.json"),
+                           "--http", f"127.0.0.1:{gw_port}", "--token-file", str(tmp_path / "token"),
+                           "--audit-log", str(audit)], env=_gateway_env(gateway_cache), stderr=subprocess.PIPE)
+    try:
+        _wait_port(tickets_port, tickets)
+        _wait_port(gw_port, gw)
+        url = f"http://127.0.0.1:{gw_port}/mcp"
+        r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert r.status_code == 401
+        r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        headers={"Authorization": "Bearer wrong-token-0123456789"})
+        assert r.status_code == 401
+
+        async def session():
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=180) as c:
+                found = await c.call_tool("search_tools", {"query": "find the support ticket about the printer"})
+                deleted = await c.call_tool("call_tool", {"name": "delete_file", "arguments": {"path": "old.txt"}})
+                refused = await c.call_tool("call_tool", {"name": "write_file",
+                                                          "arguments": {"path": "a", "content": "b"}})
+                return found, deleted, refused
+
+        found, deleted, refused = anyio.run(session)
+        rows = {t["name"]: t for t in found.structured_content["tools"]}
+        assert rows["search_tickets"]["server"] == "tickets" and rows["search_tickets"]["call"] == "allowed"
+        assert not deleted.is_error and deleted.content[0].text == "deleted old.txt"  # the policy allows it
+        assert {"server": "files", "tool": "delete_file", "arguments": {"path": "old.txt"}} in _calls(calls)
+        assert refused.is_error and "cannot ask the user" in refused.content[0].text  # this client cannot elicit
+        assert refused.structured_content["risk_level"] > 2
+        assert all(c["tool"] != "write_file" for c in _calls(calls))
+        os.kill(gw.pid, signal.SIGKILL)  # right after the calls: their audit lines are complete on disk
+        gw.wait(10)
+        lines = audit.read_text().splitlines()
+        assert audit.read_text().endswith("\n")
+        records = [json.loads(x) for x in lines]
+        assert [x["tool"] for x in records] == ["delete_file", "write_file"]
+        assert records[0]["decision"] == "allowed" and "allow pattern" in records[0]["reason"]
+        assert len(records[0]["arguments_sha256"]) == 64 and "old.txt" not in lines[0]
+    finally:
+        for p in (gw, tickets):
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
