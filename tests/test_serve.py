@@ -397,3 +397,80 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
             if p.poll() is None:
                 p.kill()
             p.wait(10)
+
+
+# ---------------------------------------------------------------------------------------------- in-process
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from riskrank_jax.encode.encoder import load_encoder
+
+    return load_encoder()
+
+
+def _in_process(config, options, encoder, body):
+    """Run ``body(client)`` against a Gateway served in this process (the SDK's in-memory transport)."""
+    from mcp import Client
+
+    from riskrank_jax.serve.gateway import Gateway
+
+    async def run():
+        gw = Gateway(config, options, encoder=encoder)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gw.start)
+            async with Client(gw.mcp_server(), read_timeout_seconds=180) as client:
+                out = await body(client)
+            tg.cancel_scope.cancel()
+        return out
+
+    return anyio.run(run)
+
+
+def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder):
+    from riskrank_jax.serve.config import GatewayConfig
+    from riskrank_jax.serve.gateway import GatewayOptions
+
+    config = GatewayConfig(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
+    options = GatewayOptions(tool_references=True, cache_dir=str(tmp_path))
+
+    async def body(client):
+        found = await client.call_tool("search_tools", {"query": "read a file from the workspace", "k": 3})
+        call = await client.call_tool("call_tool", {"name": "read_file", "arguments": {"path": "a"}})
+        bad_k = await client.call_tool("search_tools", {"query": "x", "k": 500})
+        blank = await client.call_tool("search_tools", {"query": "  "})
+        return found, call, bad_k, blank
+
+    found, call, bad_k, blank = _in_process(config, options, encoder, body)
+    res = found.structured_content
+    assert res["tools"][0]["name"] == "read_file" and res["tools"][0]["server"] is None
+    assert res["tools"][0]["call"].startswith("not callable")
+    assert res["tool_references"] == [{"type": "tool_reference", "tool_name": t["name"]} for t in res["tools"]]
+    assert call.is_error and "registry file" in call.content[0].text
+    assert bad_k.is_error and "k must be in 1..50" in bad_k.content[0].text
+    assert blank.is_error and "query 1 is empty" in blank.content[0].text
+
+
+def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encoder):
+    from riskrank_jax.serve.config import read_config
+    from riskrank_jax.serve.gateway import GatewayOptions
+
+    calls = tmp_path / "calls.jsonl"
+    doc = config_for(sys.executable, str(calls))
+    doc["mcpServers"] = {"files": doc["mcpServers"]["files"]}
+    (tmp_path / "servers.json").write_text(json.dumps(doc))
+    config = read_config(tmp_path / "servers.json")
+    options = GatewayOptions(expose="filtered", cache_dir=str(tmp_path), audit_log=str(tmp_path / "audit.jsonl"))
+
+    async def body(client):
+        listed = [t.name for t in (await client.list_tools()).tools]
+        read = await client.call_tool("read_file", {"path": "notes.txt"})
+        delete = await client.call_tool("delete_file", {"path": "notes.txt"})
+        return listed, read, delete
+
+    listed, read, delete = _in_process(config, options, encoder, body)
+    assert {"read_file", "list_directory", "search_files"} <= set(listed)
+    assert "delete_file" not in listed and "search_tools" not in listed
+    assert not read.is_error and read.content[0].text == "contents of notes.txt"
+    assert delete.is_error and "above allow_level 3" in delete.content[0].text
+    assert [c["tool"] for c in _calls(calls)] == ["read_file"]

@@ -200,7 +200,8 @@ def _decision(catalog: Catalog, i: int, policy: Policy) -> Decision:
 class Gateway:
     """Downstream servers, the current Catalog, the policy and the audit log (see the module docstring)."""
 
-    def __init__(self, config: GatewayConfig, options: GatewayOptions = GatewayOptions()):
+    def __init__(self, config: GatewayConfig, options: GatewayOptions = GatewayOptions(), encoder=None):
+        """encoder: an already loaded encoder (default: load ``options.encoder`` when the first catalog is built)."""
         if options.expose not in EXPOSE_MODES:
             raise RiskRankError(f"expose must be one of {', '.join(EXPOSE_MODES)}, got {options.expose!r}")
         self.config = config
@@ -210,7 +211,7 @@ class Gateway:
         self.catalog: Catalog | None = None
         self.rebuilds = 0
         self.audit = AuditLog(options.audit_log) if options.audit_log else None
-        self._encoder = None
+        self._encoder = encoder
         self._cache = None
         self._rebuild_lock = anyio.Lock()
         self._rank_limiter = anyio.CapacityLimiter(1)
@@ -226,9 +227,9 @@ class Gateway:
         from riskrank_jax.paths import resolve_cache_dir
         from riskrank_jax.runtime import compile_cache
 
-        if self._encoder is None:
+        if self._cache is None:
             compile_cache.enable(resolve_cache_dir(self.options.cache_dir))
-            self._encoder = load_encoder(self.options.encoder)
+            self._encoder = self._encoder or load_encoder(self.options.encoder)
             self._cache = EmbeddingCache(self.options.cache_dir)
 
     def _build(self) -> Catalog:

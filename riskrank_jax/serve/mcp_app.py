@@ -96,7 +96,7 @@ def build_server(gateway) -> MCPServer:
         async def list_tools(self):
             if gateway.options.expose != "filtered":
                 return await super().list_tools()
-            catalog = gateway.catalog
+            catalog = await _catalog_or_none()  # the first listing waits for the first catalog
             if catalog is None:
                 return []
             out = []
