@@ -146,7 +146,9 @@ def stdio_gateway(tmp_path_factory, gateway_cache):
 
     d = tmp_path_factory.mktemp("stdio-gateway")
     cfg = d / "servers.json"
-    cfg.write_text(json.dumps(config_for(sys.executable, str(d / "calls.jsonl"))))
+    doc = config_for(sys.executable, str(d / "calls.jsonl"))
+    doc["mcpServers"]["broken"] = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no config')"]}
+    cfg.write_text(json.dumps(doc))
     holder = {}
 
     async def elicit(ctx, params):
@@ -172,6 +174,16 @@ def test_transcript_matches_docs(stdio_gateway):
     docs = (ROOT / "docs" / "serve.md").read_text()
     block = docs.split("<!-- transcript -->")[1].split("```")[1].strip("\n").removeprefix("text\n")
     assert "\n".join(lines) == block.rstrip("\n")
+
+
+def test_a_server_that_fails_to_start_is_reported_and_retried_while_others_serve(stdio_gateway):
+    deadline = time.time() + 20
+    while time.time() < deadline and stdio_gateway.servers()["broken"]["restarts"] < 1:
+        time.sleep(0.2)
+    s = stdio_gateway.servers()
+    assert s["broken"]["state"] in ("down", "starting") and s["broken"]["tools"] == 0
+    assert s["broken"]["restarts"] >= 1 and "Connection closed" in s["broken"]["error"]
+    assert s["files"]["state"] == "up" and s["files"]["tools"] == 6
 
 
 def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
@@ -422,7 +434,7 @@ def _in_process(config, options, encoder, body):
             async with Client(gw.mcp_server(), read_timeout_seconds=180) as client:
                 out = await body(client)
             tg.cancel_scope.cancel()
-        return out
+        return out, gw
 
     return anyio.run(run)
 
@@ -441,7 +453,7 @@ def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder
         blank = await client.call_tool("search_tools", {"query": "  "})
         return found, call, bad_k, blank
 
-    found, call, bad_k, blank = _in_process(config, options, encoder, body)
+    (found, call, bad_k, blank), _ = _in_process(config, options, encoder, body)
     res = found.structured_content
     assert res["tools"][0]["name"] == "read_file" and res["tools"][0]["server"] is None
     assert res["tools"][0]["call"].startswith("not callable")
@@ -468,9 +480,33 @@ def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encod
         delete = await client.call_tool("delete_file", {"path": "notes.txt"})
         return listed, read, delete
 
-    listed, read, delete = _in_process(config, options, encoder, body)
+    (listed, read, delete), _ = _in_process(config, options, encoder, body)
     assert {"read_file", "list_directory", "search_files"} <= set(listed)
     assert "delete_file" not in listed and "search_tools" not in listed
     assert not read.is_error and read.content[0].text == "contents of notes.txt"
     assert delete.is_error and "above allow_level 3" in delete.content[0].text
     assert [c["tool"] for c in _calls(calls)] == ["read_file"]
+
+
+def test_model_dir_is_served_while_its_tools_match(tmp_path, encoder, capfd):
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.rank.ranker import RankConfig, Ranker
+    from riskrank_jax.serve.config import GatewayConfig
+    from riskrank_jax.serve.gateway import GatewayOptions
+
+    mcp = str(ROOT / "examples" / "mcp_tools.json")
+    saved = Ranker.from_registry([mcp], encoder=encoder, cache=EmbeddingCache(tmp_path))
+    saved.with_config(RankConfig(lam=0.25, alpha=0.0, first_stage="hybrid")).save(tmp_path / "model")
+
+    async def body(client):
+        return await client.call_tool("search_tools", {"query": "read a file", "k": 3})
+
+    options = GatewayOptions(cache_dir=str(tmp_path), model=str(tmp_path / "model"))
+    found, gw = _in_process(GatewayConfig(registries=(mcp,)), options, encoder, body)
+    assert not found.is_error and gw.catalog.ranker.config.lam == 0.25  # the saved ranker's own config
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"tools": [{"name": "read_file", "description": "Read a file."},
+                                           {"name": "drop_db", "description": "Drop the production database."}]}))
+    found, gw = _in_process(GatewayConfig(registries=(str(other),)), options, encoder, body)
+    assert not found.is_error and gw.catalog.ranker.config.lam != 0.25  # zero-shot: the tools differ
+    assert "fitted to other tools" in capfd.readouterr().err

@@ -336,3 +336,19 @@ def test_graphs_on_a_union_edge_list_and_fixed_shapes():
     assert compiles[1:] == [0, 0, 0]  # one compiled program for all of them
     with pytest.raises(ValueError, match="outside the union"):
         stack_graphs(gs, union=smoothing.union_edges([sub]))
+
+
+def test_graph_without_edges_smooths_to_the_definition():
+    """No edges: P = 0, so out = (S + (1 - α) S) / 2 (a two-tool registry whose tools share nothing)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from riskrank_jax.graph import smoothing
+    from riskrank_jax.graph.tool_graph import build_tool_graph
+
+    emb = np.eye(2, 4, dtype=np.float32)
+    g = build_tool_graph(emb, np.zeros((2, 5), bool), np.array([1, 5]), np.full((1, 1), -1, np.int32))
+    assert g.n_edges == 0
+    s = jnp.asarray([[1.0, -2.0]], jnp.float32)
+    out = smoothing.smooth_full(s, smoothing.prepare_graph(g, unrolled=False), 0.2)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(s) * 0.9, rtol=1e-6)

@@ -245,6 +245,8 @@ def _smooth_lists(scores, query_fold, prep: PreparedGraph, alpha, fixed_shapes: 
         raise ValueError(f"graph prepared for {prep.dtype} scores, got {scores.dtype}")
     if scores.shape[0] == 0:
         return combine(scores, scores, alpha)
+    if not prep.slot_weights:  # a graph without edges: P = 0
+        return combine(scores, jnp.zeros_like(scores), alpha)
     lay = prep.layout
     c, in_order, rows, folds, dst = _cached_plan(query_fold, n, scores.dtype.itemsize, prep.n_folds, fixed_shapes)
     chunks = [_propagate_chunk_jit(_take_rows_jit(scores, r), f, lay.nbr, lay.row_of_node, prep.slot_weights, c=c,
