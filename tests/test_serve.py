@@ -351,6 +351,7 @@ def _wait_port(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
 
 def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_path, gateway_cache):
     import httpx2
+    import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -386,22 +387,33 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
                 deleted = await c.call_tool("call_tool", {"name": "delete_file", "arguments": {"path": "old.txt"}})
                 refused = await c.call_tool("call_tool", {"name": "write_file",
                                                           "arguments": {"path": "a", "content": "b"}})
-                return found, deleted, refused
+            async def accept(ctx, params):  # a 2025-era client: elicitation/create mid-call
+                return types.ElicitResult(action="accept", content={"confirm": True})
 
-        found, deleted, refused = anyio.run(session)
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy", elicitation_callback=accept,
+                              read_timeout_seconds=180) as c:
+                assert c.protocol_version < "2026"
+                confirmed = await c.call_tool("call_tool", {"name": "write_file",
+                                                            "arguments": {"path": "b", "content": "c"}})
+            return found, deleted, refused, confirmed
+
+        found, deleted, refused, confirmed = anyio.run(session)
+        assert not confirmed.is_error and confirmed.content[0].text == "wrote 1 characters to b"
         rows = {t["name"]: t for t in found.structured_content["tools"]}
         assert rows["search_tickets"]["server"] == "tickets" and rows["search_tickets"]["call"] == "allowed"
         assert not deleted.is_error and deleted.content[0].text == "deleted old.txt"  # the policy allows it
         assert {"server": "files", "tool": "delete_file", "arguments": {"path": "old.txt"}} in _calls(calls)
         assert refused.is_error and "cannot ask the user" in refused.content[0].text  # this client cannot elicit
         assert refused.structured_content["risk_level"] > 2
-        assert all(c["tool"] != "write_file" for c in _calls(calls))
+        assert [c["arguments"] for c in _calls(calls) if c["tool"] == "write_file"] == [{"path": "b"}]  # not "a"
         os.kill(gw.pid, signal.SIGKILL)  # right after the calls: their audit lines are complete on disk
         gw.wait(10)
         lines = audit.read_text().splitlines()
         assert audit.read_text().endswith("\n")
         records = [json.loads(x) for x in lines]
-        assert [x["tool"] for x in records] == ["delete_file", "write_file"]
+        assert [(x["tool"], x["decision"]) for x in records] == [
+            ("delete_file", "allowed"), ("write_file", "refused"), ("write_file", "confirmed")]
         assert records[0]["decision"] == "allowed" and "allow pattern" in records[0]["reason"]
         assert len(records[0]["arguments_sha256"]) == 64 and "old.txt" not in lines[0]
     finally:
