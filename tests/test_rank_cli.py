@@ -56,7 +56,7 @@ def test_default_hides_risky_tools_from_read_only_requests_but_not_from_destruct
 def test_rank_json_with_explain(invoke):
     out = json.loads(invoke("rank", MCP, "--query", "delete the branch feature-x", "--query",
                             "show me the recent commits", "--json", "--explain").stdout)
-    assert out["config"]["first_stage"] == "hybrid" and out["config"]["lambda"] == 1.5
+    assert out["config"]["first_stage"] == "hybrid" and out["config"]["lambda"] == 0.5
     delete, commits = out["results"]
     assert delete["hits"][0]["name"] == "git_delete_branch"
     assert set(delete["hits"][0]) == {"rank", "name", "score", "relevance", "risk_level", "risk_source", "risky"}

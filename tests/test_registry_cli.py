@@ -14,6 +14,7 @@ from conftest import cli_invoker
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MCP = str(EXAMPLES / "mcp_tools.json")
+RISKY = str(EXAMPLES / "risky_tools.json")
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +29,15 @@ def test_audit_json_of_the_mcp_example(invoke):
     assert sum(out["summary"]["per_level"].values()) == 37
     for risky in ("delete_file", "git_delete_branch", "send_payment", "run_command", "git_reset_hard"):
         assert rows[risky]["risk"] >= 3, rows[risky]
-    for safe in ("read_file", "list_directory", "git_status", "git_log", "web_search", "search_docs"):
+    for safe in ("read_file", "list_directory", "git_status", "git_log", "web_search", "search_docs",
+                 "list_transactions", "get_balance"):
         assert rows[safe]["risk"] <= 2, rows[safe]
-    assert rows["kill_process"]["risk_source"] == ["mcp:destructiveHint"]
-    assert rows["run_command"]["categories"] == ["shell"]
+    for gated in ("run_command", "run_python", "create_refund", "send_payment", "get_api_credentials",
+                  "delete_file", "delete_email", "git_reset_hard"):  # above a gateway's default allow_level 3
+        assert rows[gated]["risk"] >= 4, rows[gated]
+    assert rows["send_email"]["risk"] >= 3 and rows["send_email"]["risk_keywords"] == ["message"]
+    assert rows["kill_process"]["risk_source"] == ["mcp:destructiveHint"] and rows["kill_process"]["risk"] == 4
+    assert rows["run_command"]["categories"] == ["shell"] and rows["run_command"]["risk_keywords"] == ["exec"]
     assert rows["delete_file"]["annotations"] == ["destructiveHint=true"] and rows["delete_file"]["line"] > 1
     assert all(0.0 < r["learned"] < 1.0 for r in rows.values())
 
@@ -55,8 +61,34 @@ def test_trust_annotations_only_lowers(invoke):
     assert trusted["trust_annotations"] and not default["trust_annotations"]
     for d, t in zip(default["tools"], trusted["tools"]):
         assert t["risk"] <= d["risk"]
-        if "readOnlyHint=true" in d["annotations"]:
-            assert t["risk"] <= (3 if "secret" in d["categories"] else 2)
+        if "readOnlyHint=true" in d["annotations"]:  # reading credentials stays above allow_level 3
+            secret = "secret" in d["categories"] or "credential" in d["risk_keywords"]
+            assert t["risk"] <= (4 if secret else 2)
+            assert t["risk"] >= 4 or not secret
+
+
+def test_audit_of_the_risky_example_with_the_shipped_head(invoke):
+    """The registry written to check the gateway's default (allow_level 3): shell, code, money, credentials and
+    deletion above it, e-mail and chat messages at 3, reading and searching at most 2, whatever the head says."""
+    out = json.loads(invoke("registry", "audit", RISKY, "--json").stdout)
+    rows = {r["name"]: r for r in out["tools"]}
+    gated = {"run_shell_command": "exec", "execute_python": "exec", "refund_payment": "money",
+             "transfer_money": "money", "charge_card": "money", "get_vault_secret": "credential",
+             "rotate_api_key": "credential", "delete_file": "delete", "drop_table": "delete",
+             "delete_everything": "delete"}
+    for name, group in gated.items():
+        assert rows[name]["risk"] >= 4 and group in rows[name]["risk_keywords"], rows[name]
+        assert any(s.startswith("keywords:") for s in rows[name]["risk_source"]), rows[name]
+    for name in ("send_email", "post_slack_message"):
+        assert rows[name]["risk"] >= 3 and "message" in rows[name]["risk_keywords"], rows[name]
+    for name in ("read_file", "list_files", "search_docs", "get_weather", "web_search", "list_transactions",
+                 "get_balance"):
+        assert rows[name]["risk"] <= 2 and rows[name]["risk_keywords"] == [], rows[name]
+    assert "readOnlyHint=true" in rows["delete_everything"]["annotations"]
+    assert "mcp:readOnlyHint" not in rows["delete_everything"]["risk_source"]
+    text = invoke("registry", "audit", RISKY).stdout.splitlines()
+    assert text[0].split()[:4] == ["risk", "name", "source", "keywords"]
+    assert any(line.split()[:3] == ["4", "refund_payment", "keywords:money"] for line in text), text
 
 
 def test_bad_input_exits_1_with_file_and_line(invoke, tmp_path):

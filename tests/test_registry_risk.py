@@ -1,17 +1,21 @@
-"""Risk of user registries: word-boundary keywords, the combination rule, annotations, the risk head."""
+"""Risk of user registries: word-boundary keywords, the risk keyword groups a gateway confirms, the combination
+rule, annotations, the risk head."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import (matched_categories, permission_mask, permission_mask_words)
+from riskrank_jax.data.permissions import (CATEGORY_NAMES, PERMISSION_CATEGORIES, matched_categories, permission_mask,
+                                           permission_mask_words)
 from riskrank_jax.model.risk_head import (HeadConfig, RiskHead, default_head, RiskHeadConfig, levels_from_scores,
                                           train_risk_head, train_risk_heads)
 from riskrank_jax.registry import RiskHeadError, load_registry
-from riskrank_jax.registry.risk import RiskPolicy, assess_risk, keyword_floor
+from riskrank_jax.registry.risk import (DEFAULT_KEYWORD_FLOORS, DEFAULT_RISK_FLOORS, RISK_KEYWORDS, RiskPolicy,
+                                        assess_risk, keyword_floor, matched_groups, risk_keyword_mask)
 from riskrank_jax.registry.risk_agreement import auc, cross_val_scores, spearman
 
 
@@ -41,8 +45,8 @@ def _reg(**annotations):
 def test_destructive_hint_raises_but_only_when_declared():
     low = np.array([0.0])  # learned level 1
     r = assess_risk(_reg(destructiveHint=True), low)
-    assert r.levels.tolist() == [3] and r.sources == (("mcp:destructiveHint",),)
-    assert r.scores.tolist() == [0.5]
+    assert r.levels.tolist() == [4] and r.sources == (("mcp:destructiveHint",),)  # above a gateway's allow_level 3
+    assert r.scores.tolist() == [0.75]
     assert assess_risk(_reg(), low).levels.tolist() == [1]  # default destructiveHint=true does not raise
     assert assess_risk(_reg(destructiveHint=True, readOnlyHint=True), low).levels.tolist() == [1]
 
@@ -56,7 +60,8 @@ def test_annotations_never_lower_unless_trusted():
     assert t.levels.tolist() == [2] and t.sources == (("mcp:readOnlyHint",),) and t.scores.tolist() == [0.25]
     secret = load_registry([{"name": "t", "description": "Reveal the stored password.", "inputSchema": {},
                              "annotations": {"readOnlyHint": True}}])
-    assert assess_risk(secret, high, RiskPolicy(trust_annotations=True)).levels.tolist() == [3]
+    s = assess_risk(secret, np.array([0.95]), RiskPolicy(trust_annotations=True))  # learned 5, capped at 4:
+    assert s.levels.tolist() == [4] and s.sources == (("mcp:readOnlyHint",),)  # reading credentials stays risky
     assert assess_risk(_reg(readOnlyHint=True), np.array([0.1]), RiskPolicy(trust_annotations=True)).levels.tolist() == [1]
 
 
@@ -65,14 +70,113 @@ def test_declared_risk_first_and_sources_that_agree():
         {"name": "a", "description": "Delete a file.", "risk": 1, "inputSchema": {}, "annotations": {"destructiveHint": True}},
         {"name": "b", "description": "Run a shell command.", "inputSchema": {}},
         {"name": "c", "description": "Run a shell command.", "inputSchema": {}},
+        {"name": "d", "description": "Open a terminal.", "inputSchema": {}},
     ])
-    r = assess_risk(reg, np.array([0.9, 0.5, 0.0]))
-    assert r.levels.tolist() == [1, 3, 3]
-    assert r.sources == (("declared",), ("learned", "keywords:shell"), ("keywords:shell",))
-    assert r.categories[1] == ("shell",)
+    r = assess_risk(reg, np.array([0.9, 0.8, 0.0, 0.0]))
+    assert r.levels.tolist() == [1, 4, 4, 3]
+    assert r.sources == (("declared",), ("learned", "keywords:exec"), ("keywords:exec",), ("keywords:shell",))
+    assert r.categories[1] == ("shell",) and r.groups[1] == ("exec",) and r.groups[3] == ()
     no_head = assess_risk(reg)
-    assert no_head.levels.tolist() == [1, 3, 3] and no_head.sources[1] == ("keywords:shell",)
+    assert no_head.levels.tolist() == [1, 4, 4, 3] and no_head.sources[1] == ("keywords:exec",)
     assert np.isnan(no_head.learned[1])
+
+
+# ------------------------------------------------------------- risk keyword groups: what a gateway must confirm
+
+RISKY = Path(__file__).resolve().parent.parent / "examples" / "risky_tools.json"
+# tool -> the group that must hold it above a gateway's default allow_level 3
+GATED = {"run_shell_command": "exec", "execute_python": "exec", "refund_payment": "money",
+         "transfer_money": "money", "charge_card": "money", "get_vault_secret": "credential",
+         "rotate_api_key": "credential", "delete_file": "delete", "drop_table": "delete", "delete_everything": "delete"}
+LOW = ("read_file", "list_files", "search_docs", "get_weather", "web_search", "list_transactions", "get_balance")
+MESSAGES = ("send_email", "post_slack_message")
+
+
+def _keyword_groups(sources: tuple[str, ...]) -> list[str]:
+    """The categories / groups named by a "keywords:a+b" source."""
+    return [g for s in sources if s.startswith("keywords:") for g in s.split(":", 1)[1].split("+")]
+
+
+def test_the_papers_permission_categories_are_unchanged():
+    # the benchmark reproduction (ToolGraph permission edges, rule filter) reads these; the groups are apart
+    assert PERMISSION_CATEGORIES == {
+        "shell": ("execute", "shell", "command", "bash", "terminal", "subprocess", "run script"),
+        "write": ("write file", "create file", "modify file", "delete", "save file", "overwrite",
+                  "append to file", "file write"),
+        "network": ("http", "https", "request", "api call", "download", "upload", "fetch url", "web request",
+                    "url", "endpoint"),
+        "secret": ("password", "token", "credential", "secret", "api key", "authentication", "login", "oauth"),
+        "code": ("python", "javascript", "script", "compile", "eval", "exec", "code execution", "run code",
+                 "interpreter"),
+    }
+    assert CATEGORY_NAMES == ("shell", "write", "network", "secret", "code")
+    assert DEFAULT_KEYWORD_FLOORS == {"shell": 3, "write": 3, "secret": 3, "code": 2, "network": 1}
+    reg = load_registry([RISKY])
+    assert reg.perm_mask().shape == permission_mask(list(reg.texts)).shape == (reg.size, 5)
+    assert not reg.perm_mask()[reg.names.index("refund_payment")].any()  # money is a group, not a category
+
+
+def test_risk_groups_match_actions_not_nouns():
+    assert set(RISK_KEYWORDS) == set(DEFAULT_RISK_FLOORS) == {"exec", "money", "credential", "delete", "message"}
+    assert min(DEFAULT_RISK_FLOORS.values()) == DEFAULT_RISK_FLOORS["message"] == 3
+    cases = {
+        "Run a shell command on the host": ("exec",),
+        "Executes Python code in a sandbox": ("exec",),
+        "runShellCommand": ("exec",),
+        "api_description: Get the weather forecast": (),  # "script" inside "description"
+        "List running processes and executed commands": (),
+        "Refund a captured payment": ("money",),
+        "Book a table and charge the deposit to the saved card": ("money",),
+        "Transfer 50 USD to Bob": ("money",),
+        "Place a market or limit order to buy or sell shares": ("money",),
+        "List recent charges, refunds and transfers with amounts": (),  # nouns that read like verbs
+        "Create a draft invoice; nothing is charged until it is sent": (),
+        "Cancel the subscription; the remaining period is not refunded": (),
+        "Show the balance of the payment account": (),
+        "show payslip: Show the pay period. Parameters: charge (Charge id)": (),  # clause openers: not parameters
+        "Rotate the API key of a service": ("credential",),
+        "Read a password from the vault": ("credential",),
+        "Tokenize a sentence": (),
+        "Drop a table from the database": ("delete",),
+        "Permanently deleting the folder": ("delete",),
+        "Archive the message without deleting it": (),
+        "Check that the file was deleted": (),
+        "Create a new empty folder": (),
+        "Remove an item from the shopping cart": (),
+        "Empty the trash bin": ("delete",),
+        "Send an e-mail to any recipients": ("message",),
+        "Post a message to a Slack channel": ("message",),
+        "Save a draft e-mail without sending it": (),
+        "Register a webhook that receives an HTTP POST": (),
+        "get flight status: gate and terminal": (),
+    }
+    for text, groups in cases.items():
+        assert matched_groups(text) == groups, text
+    assert risk_keyword_mask(list(cases)).shape == (len(cases), len(RISK_KEYWORDS))
+
+
+def test_risky_example_needs_confirmation_at_the_default_policy():
+    reg = load_registry([RISKY])
+    r = assess_risk(reg)  # no head: the keywords and annotations alone
+    by = {n: i for i, n in enumerate(reg.names)}
+    for name, group in GATED.items():
+        i = by[name]
+        assert r.levels[i] >= 4 and group in r.groups[i], (name, r.groups[i])
+        assert group in _keyword_groups(r.sources[i]), (name, r.sources[i])  # the source says why
+    for name in MESSAGES:
+        assert r.levels[by[name]] == 3 and r.sources[by[name]] == ("keywords:message",)
+    for name in LOW:
+        assert r.levels[by[name]] <= 2 and r.groups[by[name]] == (), name
+    assert r.levels[by["write_file"]] == 4 and r.sources[by["write_file"]] == ("mcp:destructiveHint",)
+    i = by["delete_everything"]  # its annotations lie: readOnlyHint true, destructiveHint false
+    assert reg.annotations[i].declared_true("readOnlyHint") and "mcp:readOnlyHint" not in r.sources[i]
+    trusted = assess_risk(reg, policy=RiskPolicy(trust_annotations=True))  # only trusting the server lowers it
+    assert trusted.levels[i] == 2 and trusted.sources[i] == ("mcp:readOnlyHint",)
+    assert trusted.levels[by["get_vault_secret"]] == 4  # credentials stay above allow_level 3 even then
+    assert assess_risk(reg, policy=RiskPolicy(trusted_sources=(reg.tools[i].source,))).levels[i] == 2
+    old = RiskPolicy(risk_floors={}, destructive_floor=3)  # the rule before the groups: they passed at 3
+    assert all(assess_risk(reg, policy=old).levels[by[n]] <= 3 for n in ("run_shell_command", "refund_payment",
+                                                                         "get_vault_secret", "send_email"))
 
 
 def test_levels_from_scores():

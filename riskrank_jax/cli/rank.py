@@ -46,7 +46,7 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
         reg = load_registry(list(files))
     for w in reg.warnings:
         click.echo(f"warning: {w}", err=True)
-    enc = load_encoder(encoder)
+    enc = load_encoder(encoder, cache_dir=cache_dir)  # the weights' hash and tokenizer state kept beside the cache
     if model is None:
         return Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
                                     trust_annotations=trust_annotations)
@@ -74,7 +74,7 @@ def _hits_text(query: str, hits) -> str:
               help="Requests, one per line (or JSON Lines with a \"query\" field when FILE ends .jsonl).")
 @click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Tools per request.")
 @click.option("--lambda", "lam", type=click.FloatRange(min=0), default=None, metavar="L",
-              help="Risk penalty λ. Default 1.5 for the zero-shot ranker, where λ is in per-query standard "
+              help="Risk penalty λ. Default 0.5 for the zero-shot ranker, where λ is in per-query standard "
                    "deviations of the hybrid score; a --model's own λ otherwise. 0 turns the penalty off.")
 @click.option("--min-score", type=float, default=None, help="Leave out tools whose final score is below this.")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",

@@ -1,5 +1,5 @@
 """`riskrank-jax registry audit`: every tool with its risk level, where that level came from, its permission
-categories and its warnings — as rows (dicts), a text table, JSON or CSV.
+categories and risk keyword groups, and its warnings — as rows (dicts), a text table, JSON or CSV.
 
 Why: a user should see each tool's risk and where it came from before trusting a ranking.
 """
@@ -16,8 +16,8 @@ from riskrank_jax.model.risk_head import RiskHead, default_head
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
 
-CSV_FIELDS = ("name", "risk", "risk_source", "learned", "categories", "annotations", "format", "source", "file",
-              "line", "warnings")
+CSV_FIELDS = ("name", "risk", "risk_source", "learned", "categories", "risk_keywords", "annotations", "format",
+              "source", "file", "line", "warnings")
 
 
 def head_scores(registry: Registry, encoder, cache, head: RiskHead | None = None) -> np.ndarray:
@@ -30,14 +30,15 @@ def head_scores(registry: Registry, encoder, cache, head: RiskHead | None = None
 
 
 def audit_rows(registry: Registry, risk: RiskAssessment) -> list[dict]:
-    """One dict per tool (keys: CSV_FIELDS; lists for categories, annotations and warnings)."""
+    """One dict per tool (keys: CSV_FIELDS; lists for categories, risk_keywords (the matched RISK_KEYWORDS
+    groups), annotations and warnings)."""
     rows = []
     for i, t in enumerate(registry.tools):
         ann = t.annotations
         rows.append({
             "name": t.name, "risk": int(risk.levels[i]), "risk_source": list(risk.sources[i]),
             "learned": None if np.isnan(risk.learned[i]) else round(float(risk.learned[i]), 4),
-            "categories": list(risk.categories[i]),
+            "categories": list(risk.categories[i]), "risk_keywords": list(risk.groups[i]),
             "annotations": [] if ann is None else sorted(f"{h}={str(v).lower()}" for h, v in ann.as_dict().items()
                                                          if h in ann.declared),
             "format": t.format, "source": t.source, "file": t.path, "line": t.line, "warnings": list(t.warnings),
@@ -78,10 +79,12 @@ def to_text(report: dict) -> str:
     """A fixed-width table, most risky first (input order within a level), then the summary."""
     rows = sorted(report["tools"], key=lambda r: -r["risk"])
     width = max([len(r["name"]) for r in rows] + [4])
-    lines = [f"{'risk':>4}  {'name':<{width}}  {'source':<34}  {'categories':<20}  warnings"]
-    for r in rows:
-        lines.append(f"{r['risk']:>4}  {r['name']:<{width}}  {','.join(r['risk_source']):<34}  "
-                     f"{','.join(r['categories']) or '-':<20}  {'; '.join(r['warnings'])}")
+    src = max([len(",".join(r["risk_source"])) for r in rows] + [34])
+    lines = [f"{'risk':>4}  {'name':<{width}}  {'source':<{src}}  {'keywords':<20}  warnings"]
+    for r in rows:  # keywords: the permission categories, then the risk keyword groups
+        kws = ",".join(r["categories"] + r.get("risk_keywords", [])) or "-"
+        lines.append(f"{r['risk']:>4}  {r['name']:<{width}}  {','.join(r['risk_source']):<{src}}  "
+                     f"{kws:<20}  {'; '.join(r['warnings'])}")
     s = report["summary"]
     lines.append(f"{s['tools']} tools; risk levels 1..5: " + " / ".join(str(s["per_level"][str(k)]) for k in range(1, 6))
                  + "; sources: " + ", ".join(f"{k} {v}" for k, v in s["per_source"].items())
