@@ -101,7 +101,7 @@ class RankConfig:
 # Defaults of Ranker.from_registry (zero-shot over a user registry): hybrid first stage, λ in per-query
 # standard deviations, graph on, rule filter off. λ and α chosen on the demo benchmark's test queries
 # (scripts/default_rank_config.py; docs/registry.md).
-DEFAULT_REGISTRY_CONFIG = RankConfig(lam=1.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
+DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
 
 
 class ScoreParts(NamedTuple):
@@ -268,14 +268,15 @@ class Ranker:
 
     @classmethod
     def from_registry(cls, paths_or_dicts, *, encoder=None, cache=None, config: RankConfig | None = None,
-                      risk_head=None, trust_annotations: bool = False) -> "Ranker":
+                      risk_head=None, trust_annotations: bool = False, trusted_sources=()) -> "Ranker":
         """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
 
         Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is),
         embeds each ``tool_text`` with ``encoder`` (default: the embedded all-MiniLM-L6-v2; ``cache``: an
         EmbeddingCache, cached by text), assesses every tool's
         risk with its source (``assess_risk``: declared, learned head — ``risk_head``, a RiskHead or a path,
-        default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations``) and,
+        default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations`` or for the
+        sources named in ``trusted_sources``) and,
         when config.alpha > 0, builds the graph from semantic and permission edges. ``config`` defaults to
         ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
         """
@@ -292,10 +293,11 @@ class Ranker:
         head = RiskHead.load(risk_head) if isinstance(risk_head, (str, os.PathLike)) else risk_head
         reg = paths_or_dicts if isinstance(paths_or_dicts, Registry) else load_registry(paths_or_dicts)
         inputs = registry_inputs(reg, encoder, cache, head,
-                                 RiskPolicy(trust_annotations=trust_annotations))
+                                 RiskPolicy(trust_annotations=trust_annotations,
+                                            trusted_sources=tuple(trusted_sources)))
         reg = inputs.registry
         prov = {"registry": reg.fingerprint()[:16], "sources": list(reg.sources), "risk_head": inputs.risk_head,
-                "trust_annotations": bool(trust_annotations)}
+                "trust_annotations": bool(trust_annotations), "trusted_sources": list(trusted_sources)}
         ranker = cls.build(encoder_id=inputs.encoder_id, tool_names=reg.names, tool_texts=reg.texts,
                            tool_emb=inputs.emb, risk_levels=inputs.risk.levels, perm_level=inputs.perm_level,
                            graph=zero_shot_graph(inputs) if config.alpha > 0 else None, config=config,
