@@ -1,7 +1,8 @@
 """A session with `riskrank-jax serve` over stdio, driven by the official MCP SDK's client: a search, an
 allowed call, a refused one. Prints the transcript that docs/serve.md shows (tests/test_serve.py checks it).
 
-    python examples/gateway/session.py        # starts the gateway over servers.json in this folder
+    python examples/gateway/session.py            # starts the gateway over servers.json in this folder
+    python examples/gateway/session.py --docs     # and writes the transcript into docs/serve.md
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ async def transcript(client) -> list[str]:
     await step("search_tools", {"query": "read the file notes.txt", "k": 3})
     await step("call_tool", {"name": "files.read_file", "arguments": {"path": "notes.txt"}})
     await step("search_tools", {"query": "refund the customer's last payment", "k": 3})
-    await step("search_tools", {"query": "wipe the whole workspace clean", "k": 2})
+    await step("search_tools", {"query": "clean up the workspace files", "k": 2})
     await step("call_tool", {"name": "delete_everything", "arguments": {}})
     return out
 
@@ -56,7 +57,12 @@ async def main() -> None:
         gateway = StdioServerParameters(command=sys.executable, args=["-m", "riskrank_jax", "serve", "--config",
                                                                       str(cfg)], env=dict(os.environ))
         async with Client(gateway, read_timeout_seconds=300) as client:
-            print("\n".join(await transcript(client)))
+            text = "\n".join(await transcript(client))
+    print(text)
+    if "--docs" in sys.argv[1:]:
+        docs = HERE.parent.parent / "docs" / "serve.md"
+        head, rest = docs.read_text().split("<!-- transcript -->\n```text\n", 1)
+        docs.write_text(head + "<!-- transcript -->\n```text\n" + text + "\n```" + rest.split("```", 1)[1])
 
 
 if __name__ == "__main__":

@@ -436,10 +436,11 @@ class Ranker:
         batch = min(64, 1 << math.ceil(math.log2(max(len(queries), 1))))
         return np.asarray(enc.encode(queries, batch_size=batch, progress=False), np.float32)
 
-    def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None):
+    def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None, q_emb=None):
         """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
         relevance, risk level, risk source, rank), best first; hits scoring below ``min_score`` are left out.
-        Queries are embedded without the disk cache (each call encodes them afresh)."""
+        Queries are embedded without the disk cache (each call encodes them afresh), unless ``q_emb`` [Q, d]
+        (``encode_queries`` of the same queries) is given: a caller that ranks one request twice encodes once."""
         from riskrank_jax.rank.tool_hits import make_hits
 
         queries = [queries] if isinstance(queries, str) else list(queries)
@@ -447,7 +448,7 @@ class Ranker:
         k = self.config.k if k is None else int(k)
         if not 1 <= k <= self.size:
             raise RankerError(f"k must be in 1..{self.size}, got {k}")
-        q_emb = self.encode_queries(queries)
+        q_emb = self.encode_queries(queries) if q_emb is None else q_emb
         q, first, n_q = self._inputs(q_emb, queries)
         if self.config.n_candidates is None:
             ids, parts = _full_rank_with_parts(self._arrays, *self._full_stages(q, first), self.config, k)

@@ -44,6 +44,7 @@ from riskrank_jax.serve.policy import Decision, Policy, decide
 EXPOSE_MODES = ("search", "filtered")
 MAX_K = 50
 READY_TIMEOUT_S = 60.0
+WARM_UP_WORDS = (4, 12, 20, 28, 56, 120)  # one request of each compact encoder row length (8, 16, 24, 32, 64, 128)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
 
     r = catalog.ranker
     k = max(1, min(int(k), r.size))
-    hits = r.rank_queries([query], k=k)[0]
+    q_emb = r.encode_queries([query])  # once, for both rankings
+    hits = r.rank_queries([query], k=k, q_emb=q_emb)[0]
     ids = [catalog.by_name[h.name] for h in hits]
     tools = []
     for h, i in zip(hits, ids):
@@ -169,7 +171,7 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
                       "risk_level": h.risk_level, "risk_source": h.risk_source, "score": round(h.score, 4),
                       "call": _call_preview(catalog, i, policy)})
     held = []
-    for t, rank_at_zero in risky_held_back(r, query, k, np.asarray(ids), zero=catalog.zero):
+    for t, rank_at_zero in risky_held_back(r, query, k, np.asarray(ids), q_emb=q_emb, zero=catalog.zero):
         e, lvl, src = catalog.entries[t], int(r.risk_levels[t]), r.risk_source[t]
         held.append({"name": e.name, "server": e.server, "risk_level": lvl, "risk_source": src,
                      "reason": f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, below the top {k} "
@@ -214,7 +216,8 @@ class Gateway:
         self._encoder = encoder
         self._cache = None
         self._rebuild_lock = anyio.Lock()
-        self._rank_limiter = anyio.CapacityLimiter(1)
+        self._rank_limiter = anyio.CapacityLimiter(1)  # searches: one at a time, in arrival order
+        self._build_limiter = anyio.CapacityLimiter(1)  # a rebuild runs beside them, on its own thread
         self._dirty = False
         self._ready = anyio.Event()
         self._first_catalog = anyio.Event()
@@ -237,7 +240,9 @@ class Gateway:
         server_tools = [(name, list(ds.tools) if ds.state == "up" else []) for name, ds in self.downstreams.items()]
         catalog = build_catalog(server_tools, self.config.registries, self.options, self._encoder, self._cache,
                                 self.policy.trusted_servers)
-        search(catalog, "warm up", min(5, catalog.ranker.size), self.policy)  # compile before the first request
+        for words in WARM_UP_WORDS:  # compile (or read from the XLA cache) each request shape before it comes
+            catalog.ranker.encode_queries([" ".join(["tool"] * words)])
+        search(catalog, "warm up", min(5, catalog.ranker.size), self.policy)
         return catalog
 
     async def rebuild(self) -> None:
@@ -248,7 +253,7 @@ class Gateway:
                 return  # a rebuild that started after this change already picked it up
             self._dirty = False
             try:
-                catalog = await anyio.to_thread.run_sync(self._build, limiter=self._rank_limiter)
+                catalog = await anyio.to_thread.run_sync(self._build, limiter=self._build_limiter)
             except RiskRankError as e:
                 log(f"cannot rebuild the catalog: {e}; still serving the previous one")
                 return
