@@ -3,6 +3,7 @@ fold graphs, and the real UltraTool / Seal-Tools pools."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -218,3 +219,148 @@ def test_semantic_weights_are_float64_cosines_rounded_to_float32():
     assert g.n_edges > 100
     np.testing.assert_array_equal(g.type_weights[:, sem],
                                   (0.3 * cos[g.receivers, g.senders].astype(np.float64)).astype(np.float32))
+
+
+# ----------------------------------------------------------------------------------------------------
+# bounded neighbours (max_neighbours): the registry graph
+
+
+def mutual_top_m_reference(emb, perm, m, cfg=GraphConfig()):
+    """Pairwise Python transcription of the bound: each tool's m best semantic partners (cos > threshold; by cos,
+    then lower index) and m best permission partners (shared >= 1; by shared, then cos, then lower index); a pair
+    is kept when each picked the other. -> {"semantic": {(i, j)}, "permission": {(i, j)}} with i < j."""
+    n = emb.shape[0]
+    unit = (emb / np.linalg.norm(emb, axis=-1, keepdims=True)).astype(np.float64)
+    cos = (unit @ unit.T).astype(np.float32)
+    shared = perm.astype(int) @ perm.astype(int).T
+    picks = {"semantic": [], "permission": []}
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        sem = [j for j in others if cos[i, j] > np.float32(cfg.semantic_threshold)]
+        per = [j for j in others if shared[i, j] >= cfg.permission_min_shared]
+        picks["semantic"].append(set(sorted(sem, key=lambda j: (-cos[i, j], j))[:m]))
+        picks["permission"].append(set(sorted(per, key=lambda j: (-shared[i, j], -cos[i, j], j))[:m]))
+    return {t: {(i, j) for i in range(n) for j in p[i] if i < j and i in p[j]} for t, p in picks.items()}
+
+
+def pairs_of_type(g: ToolGraph, name: str) -> set:
+    up = (g.senders < g.receivers) & (g.type_weights[:, EDGE_TYPES.index(name)] > 0)
+    return set(zip(g.senders[up].tolist(), g.receivers[up].tolist()))
+
+
+def tied_inputs(seed, n, d):
+    """random_inputs with exact duplicate embeddings (tied cosines) and permission categories on most tools."""
+    emb, perm, risk, gold = random_inputs(seed, n=n, d=d)
+    rng = np.random.default_rng(seed)
+    emb[rng.integers(0, n, n // 5)] = emb[rng.integers(0, n, n // 5)]
+    perm = rng.random((n, 5)) < 0.35
+    return emb, perm, risk, gold
+
+
+@pytest.mark.parametrize("seed,n,d,block,m", [(0, 120, 3, 16, 4), (1, 200, 4, 64, 8), (2, 90, 2, 1024, 3),
+                                               (3, 150, 5, 7, 12)])
+def test_bounded_graph_matches_mutual_top_m_reference(seed, n, d, block, m):
+    emb, perm, risk, gold = tied_inputs(seed, n, d)
+    g = build_tool_graph(emb, perm, risk, gold, GraphConfig(block_size=block), max_neighbours=m)
+    ref = mutual_top_m_reference(emb, perm, m)
+    assert ref["semantic"] and ref["permission"]
+    assert pairs_of_type(g, "semantic") == ref["semantic"]
+    assert pairs_of_type(g, "permission") == ref["permission"]
+    # the kept pairs keep the paper's raw weights; co-occurrence edges are not bounded
+    full = build_tool_graph(emb, perm, risk, gold)
+    kept = {(int(s), int(r)): row for s, r, row in zip(full.senders, full.receivers, full.type_weights)}
+    for s, r, row in zip(g.senders, g.receivers, g.type_weights):
+        ref_row = kept[(int(s), int(r))].copy()
+        for name in ("semantic", "permission"):
+            pair = (min(int(s), int(r)), max(int(s), int(r)))
+            if pair not in ref[name]:
+                ref_row[EDGE_TYPES.index(name)] = 0
+        np.testing.assert_array_equal(row, ref_row)
+    for name in ("cooccur", "risk_cooccur"):
+        assert pairs_of_type(g, name) == pairs_of_type(full, name)
+
+
+def test_bounded_graph_degree_and_symmetry():
+    emb, perm, risk, _ = tied_inputs(5, 400, 4)
+    m = 6
+    g = build_tool_graph(emb, perm, risk, np.full((1, 1), -1), GraphConfig(block_size=50), max_neighbours=m)
+    for name in ("semantic", "permission"):
+        has = g.type_weights[:, EDGE_TYPES.index(name)] > 0
+        assert np.bincount(g.receivers[has], minlength=400).max() <= m
+        assert np.bincount(g.senders[has], minlength=400).max() <= m
+        assert has.sum() > 400  # most tools keep neighbours
+    edges = edge_dict(g)
+    assert all(edges[(r, s)] == w for (s, r), w in edges.items())  # both directions, equal weights
+    assert not np.any(g.senders == g.receivers)
+
+
+@pytest.mark.parametrize("m", [79, 80, 10_000])
+def test_bounded_graph_equals_unbounded_when_m_covers_every_tool(m):
+    emb, perm, risk, gold = tied_inputs(6, 80, 3)
+    full = build_tool_graph(emb, perm, risk, gold, GraphConfig(block_size=16))
+    g = build_tool_graph(emb, perm, risk, gold, GraphConfig(block_size=16), max_neighbours=m)
+    for name in ("senders", "receivers", "weights", "type_weights"):
+        np.testing.assert_array_equal(getattr(g, name), getattr(full, name))
+        assert getattr(g, name).dtype == getattr(full, name).dtype
+    folds = build_fold_graphs(emb, perm, risk, gold, np.ones((2, gold.shape[0]), bool),
+                              GraphConfig(block_size=16), max_neighbours=m)
+    np.testing.assert_array_equal(folds[0].weights, full.weights)
+
+
+def test_bounded_graph_of_30k_tools_never_holds_an_n_by_n_array():
+    import time
+    import tracemalloc
+
+    n, m = 30_000, 8
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(n, 8)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    perm = rng.random((n, 5)) < 0.02
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        g = build_tool_graph(emb, perm, np.ones(n, np.int32), np.full((1, 1), -1),
+                             max_neighbours=m, progress=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    seconds = time.perf_counter() - t0
+    assert peak < 300 * 2**20, f"peak {peak / 2**20:.0f} MiB (one float32 N x N array: {4 * n * n / 2**30:.1f} GiB)"
+    for name in ("semantic", "permission"):
+        has = g.type_weights[:, EDGE_TYPES.index(name)] > 0
+        assert has.any() and np.bincount(g.receivers[has], minlength=n).max() <= m
+    assert g.n_edges <= 2 * 2 * n * m // 2 and np.array_equal(np.sort(g.senders), np.sort(g.receivers))
+    assert seconds < 120, f"{seconds:.0f} s"
+
+
+def test_bound_is_off_by_default_and_checked():
+    emb, perm, risk, gold = random_inputs(0)
+    default = build_tool_graph(emb, perm, risk, gold)
+    unbounded = build_tool_graph(emb, perm, risk, gold, max_neighbours=None)  # the paper's graph
+    np.testing.assert_array_equal(default.weights, unbounded.weights)
+    assert "max_neighbours" not in {f.name for f in dataclasses.fields(GraphConfig)}  # the sweep's config tree
+    with pytest.raises(ValueError, match="max_neighbours"):
+        build_tool_graph(emb, perm, risk, gold, max_neighbours=0)
+    one = build_tool_graph(np.ones((1, 3), np.float32), np.ones((1, 5), bool), np.ones(1, int), np.full((1, 1), -1),
+                           max_neighbours=4)
+    assert one.n_edges == 0
+
+
+def test_zero_shot_graph_is_bounded():
+    from types import SimpleNamespace
+
+    from riskrank_jax.rank.registry_inputs import (REGISTRY_MAX_NEIGHBOURS, RankingInputs,
+                                                   zero_shot_graph)
+
+    n = 3 * REGISTRY_MAX_NEIGHBOURS
+    rng = np.random.default_rng(0)
+    emb = (np.ones((n, 16)) + 0.01 * rng.normal(size=(n, 16))).astype(np.float32)  # every pair: cosine > 0.65
+    perm = np.zeros((n, 5), bool)
+    perm[:, 1] = True  # every pair shares a category
+    inputs = RankingInputs(None, emb, SimpleNamespace(levels=np.full(n, 3, np.int32)), perm, "test", "none")
+    g = zero_shot_graph(inputs)
+    for name in ("semantic", "permission"):
+        has = g.type_weights[:, EDGE_TYPES.index(name)] > 0
+        assert 0 < np.bincount(g.receivers[has], minlength=n).max() <= REGISTRY_MAX_NEIGHBOURS
+    full = zero_shot_graph(inputs, max_neighbours=None)  # the paper's graph: every pair
+    assert full.n_edges == n * (n - 1) > g.n_edges

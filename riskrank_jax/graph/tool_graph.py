@@ -18,6 +18,19 @@ sorted by (receiver, sender); there are no self-loops.  Everything is computed w
 (sparse ``X.T @ X`` for co-occurrence, row-blocked matmuls for cosine and permission overlap); the only
 Python loop is over row blocks of ``GraphConfig.block_size`` tools.
 
+Bounded neighbours (``max_neighbours=m`` of ``build_tool_graph`` / ``build_fold_graphs``; the registry graph,
+``rank.registry_inputs``): the paper's semantic and permission edges grow with N² when many tools are alike
+(5,000 near-identical tools: 11 million pairs, 5 GB; 10,000: 18 GB). With a bound, each tool picks its m best
+semantic partners (cos > 0.65, by cosine) and its m best permission partners (shared ≥ 1, by shared
+categories, then cosine; ties to the lower index), and a pair is an edge of that type only when each of the
+two picked the other (mutual top-m): the graph stays symmetric and no tool has more than m neighbours of
+either type (co-occurrence edges come from a query log and are not bounded). The picks are found over
+block_size x block_size tiles of the upper triangle (each cosine computed once, used for both tools), merged
+into running [N, m] lists, so memory is O(N m + block_size²) and no N x N array exists; the work is still
+O(N² d). With m ≥ N − 1 the graph equals the unbounded one. ``None`` (the default) is the paper's graph, which
+every committed result uses; the bound is a keyword, not a ``GraphConfig`` field, so the sweep's config tree
+(results.json "config", the run key) is unchanged.
+
 Why array operations: row-blocked matmuls build the graph of thousands of tools without a loop over pairs.
 """
 
@@ -31,6 +44,7 @@ import jraph
 import numpy as np
 import scipy.sparse as sp
 
+from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import RISK_THRESHOLD, is_high_permission, l2_normalise
 
 EDGE_TYPES: tuple[str, ...] = ("cooccur", "semantic", "permission", "risk_cooccur")
@@ -188,6 +202,193 @@ def _permission_pairs(perm_mask, cfg: GraphConfig):
 
 
 # ----------------------------------------------------------------------------------------------------
+# bounded neighbours (max_neighbours): mutual top-m pairs from tiles, no N x N array
+
+PROGRESS_MIN_TOOLS = 8192  # a progress bar over the tiles from this many tools (when stderr is a terminal)
+
+
+def _top_rows(key: np.ndarray, m: int, col0: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's m largest finite entries of key [b, w] (-inf: no candidate; ties: the lower column), in column
+    order: (values [b, m], -inf where a row has fewer; global columns col0 + c [b, m], -1 there)."""
+    b, w = key.shape
+    vals = np.full((b, m), -np.inf, key.dtype)
+    cols = np.full((b, m), -1, np.int64)
+    if w > m:
+        kth = np.partition(key, w - m, axis=1)[:, w - m : w - m + 1]  # the m-th largest of each row
+        sel = (key >= kth) & (key > -np.inf)
+        over = np.flatnonzero(sel.sum(1) > m)  # ties at the m-th value: the lowest columns among them
+        if over.size:
+            sub, k = key[over], kth[over]
+            gt, eq = sub > k, sub == k
+            need = m - gt.sum(1, keepdims=True)
+            sel[over] = gt | (eq & (np.cumsum(eq, axis=1) <= need))
+    else:
+        sel = key > -np.inf
+    r, c = np.divmod(np.flatnonzero(sel), w)  # row-major: each row's columns ascending
+    cnt = np.bincount(r, minlength=b)
+    pos = np.arange(r.size) - (np.cumsum(cnt) - cnt)[r]
+    vals[r, pos] = key[r, c]
+    cols[r, pos] = col0 + c
+    return vals, cols
+
+
+def _merge_lists(vals, cols, owners, new_vals, new_cols, m: int) -> None:
+    """Fold candidates into the running lists vals / cols [N, m] in place: list owners[a] is offered
+    new_vals / new_cols [A, w] (-inf / -1 pad them) and keeps its m best, value descending, then lower column.
+
+    The offered columns come after every column the list holds (tiles arrive in block order), and equal offered
+    values come in ascending column order, so a stable sort on the value alone breaks ties by column."""
+    v = np.concatenate([vals[owners], new_vals], axis=1)
+    c = np.concatenate([cols[owners], new_cols], axis=1)
+    order = np.argsort(-v, axis=1, kind="stable")[:, :m]
+    vals[owners] = np.take_along_axis(v, order, 1)
+    cols[owners] = np.take_along_axis(c, order, 1)
+
+
+def _offer_tile(vals, cols, cos, perm, floor, i0: int, j0: int, m: int, transposed: bool) -> None:
+    """Offer one tile (rows: tools i0 + r, columns: tools j0 + c) to the running lists vals / cols [N, m] of its
+    row tools (``transposed``: of its column tools, each offered the row tools).
+
+    Keys: the cosine cos [bi, bj] (float32) when ``perm`` is None, else the permission key 4 * shared + cos for
+    perm = (shared [bi, bj], that key in float32): screened in float32 (rounded by < 1e-6, so a margin of 1e-5
+    loses no candidate), computed exactly in float64 for the entries that pass. An entry is a candidate when its
+    key is above ``floor`` (the type's threshold in key units) and above the list's current m-th value (an equal
+    value has a higher column, so loses the tie). After a list's first tiles few entries pass, so each list is
+    offered a handful of padded candidates; in its first tiles each owner's m best are picked first (a sort of
+    the candidates, or a partition of the tile's rows when most entries are candidates)."""
+    o0, c0, n_own = (j0, i0, cos.shape[1]) if transposed else (i0, j0, cos.shape[0])
+    kth = np.maximum(vals[o0:o0 + n_own, m - 1], floor)
+    if perm is None:
+        approx, lo = cos, kth.astype(np.float32)
+    else:
+        (shared, approx), lo = perm, (kth - 1e-5).astype(np.float32)
+    # row-major (np.flatnonzero: 2-D np.nonzero is 10x slower)
+    flat = np.flatnonzero(approx > (lo[None, :] if transposed else lo[:, None]))
+    r, c = np.divmod(flat, cos.shape[1])
+    own = c if transposed else r
+    if perm is None:
+        v = cos[r, c]
+    else:
+        v = 4.0 * shared[r, c] + cos[r, c].astype(np.float64)
+        keep = v > kth[own]
+        r, c, own, v = r[keep], c[keep], own[keep], v[keep]
+    if r.size == 0:
+        return
+    cnt = np.bincount(own, minlength=n_own)
+    other = r if transposed else c
+    if cnt.max() > 2 * m:  # a list's first tiles: each owner's m best first
+        if r.size > cos.size // 4:  # dense: a partition of the tile's rows
+            k = np.full(cos.shape, -np.inf, vals.dtype)
+            k[r, c] = v
+            top_v, top_c = _top_rows(np.ascontiguousarray(k.T) if transposed else k, m, c0)
+            _merge_lists(vals, cols, o0 + np.arange(n_own), top_v, top_c, m)
+            return
+        order = np.lexsort((other, -v, own))  # by owner, value descending, then column
+        own, other, v = own[order], other[order], v[order]
+        rank = np.arange(own.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        keep = rank < m
+        own, other, v = own[keep], other[keep], v[keep]
+        cnt = np.minimum(cnt, m)
+    elif transposed:  # owner-major, the offered columns ascending within an owner
+        order = np.argsort(own, kind="stable")
+        own, other, v = own[order], other[order], v[order]
+    aff = np.flatnonzero(cnt)
+    pos = np.arange(own.size) - np.repeat(np.cumsum(cnt[aff]) - cnt[aff], cnt[aff])
+    slot = np.searchsorted(aff, own)
+    w = int(cnt.max())
+    new_v = np.full((aff.size, w), -np.inf, vals.dtype)
+    new_c = np.full((aff.size, w), -1, np.int64)
+    new_v[slot, pos] = v
+    new_c[slot, pos] = c0 + other
+    _merge_lists(vals, cols, o0 + aff, new_v, new_c, m)
+
+
+def _mutual_pairs(vals: np.ndarray, cols: np.ndarray):
+    """Pairs (i < j) in which each tool picked the other (cols [N, m], -1: no pick), with the value of i's pick:
+    (i, j, value), ordered by (i, j)."""
+    n = vals.shape[0]
+    i, slot = np.nonzero(cols >= 0)
+    j = cols[i, slot]
+    fwd = i * n + j
+    rev = np.sort(j * n + i)  # b * n + a for each pick a -> b: fwd i * n + j is in it iff j picked i
+    keep = np.zeros(fwd.shape, bool)
+    if rev.size:
+        keep = (i < j) & (rev[np.minimum(np.searchsorted(rev, fwd), rev.size - 1)] == fwd)
+    i, j, slot = i[keep], j[keep], slot[keep]
+    order = np.argsort(i * n + j, kind="stable")
+    return i[order], j[order], vals[i[order], slot[order]]
+
+
+def _bounded_pairs(tool_emb, perm_mask, cfg: GraphConfig, max_neighbours: int, progress: bool | None = None):
+    """(semantic pairs, permission pairs) of the bounded graph, each (i, j, raw weight) with i < j.
+
+    Upper-triangle tiles of block_size x block_size tools: one float64 cosine product per tile (rounded to
+    float32, as in the unbounded graph), each tool's top-m candidates of the tile (rows, and columns for the
+    tile's transpose) merged into its running list. Peak memory: the running lists, N x m x 28 bytes, and a few
+    tile-sized arrays."""
+    n = np.asarray(tool_emb).shape[0]
+    m = min(int(max_neighbours), n - 1)  # no tool has more than N - 1 partners
+    if m < 1:
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        return empty, empty
+    e = l2_normalise(np.asarray(tool_emb, dtype=np.float32), np).astype(np.float64)
+    pm = np.asarray(perm_mask, dtype=bool)
+    if pm.shape[1] > 8:
+        raise ValueError(f"the bounded graph takes at most 8 permission categories, got {pm.shape[1]}")
+    code = (pm.astype(np.uint8) << np.arange(pm.shape[1], dtype=np.uint8)).sum(1, dtype=np.uint8)
+    popcount = np.array([x.bit_count() for x in range(256)], np.uint8)  # shared = popcount(code_i & code_j)
+    has_code = code > 0
+    b = int(cfg.block_size)
+    starts = list(range(0, n, b))
+    # running lists, value descending: semantic cos (float32), permission 4 * shared + cos (float64: shared
+    # categories first, then the cosine, |cos| <= 1); a key above 4 * min_shared - 2 has shared >= min_shared
+    run = {"semantic": (np.full((n, m), -np.inf, np.float32), np.full((n, m), -1, np.int64)),
+           "permission": (np.full((n, m), -np.inf), np.full((n, m), -1, np.int64))}
+    floor = {"semantic": np.float32(cfg.semantic_threshold), "permission": 4.0 * cfg.permission_min_shared - 2.0}
+    n_tiles = len(starts) * (len(starts) + 1) // 2
+    show = n >= PROGRESS_MIN_TOOLS if progress is None else bool(progress)
+    bar = progress_bar(enabled=show, total=n_tiles, unit="tile", desc=f"ToolGraph ({n} tools, top {m})", leave=False)
+    try:
+        for a, i0 in enumerate(starts):
+            ri = slice(i0, min(n, i0 + b))
+            for j0 in starts[a:]:
+                rj = slice(j0, min(n, j0 + b))
+                cos = (e[ri] @ e[rj].T).astype(np.float32)  # see _semantic_pairs: float64, then float32
+                if i0 == j0:
+                    np.fill_diagonal(cos, -np.inf)  # no self-pairs (-inf is below every floor)
+                types = [("semantic", None)]
+                if has_code[ri].any() and has_code[rj].any():  # else no pair of the tile shares a category
+                    shared = popcount[code[ri, None] & code[None, rj]]
+                    approx = np.multiply(shared, np.float32(4.0), dtype=np.float32)
+                    approx += cos
+                    types.append(("permission", (shared, approx)))
+                for t, perm in types:
+                    vals, cols = run[t]
+                    _offer_tile(vals, cols, cos, perm, floor[t], i0, j0, m, transposed=False)
+                    if j0 != i0:  # the transposed tile: the column tools' candidates among the row tools
+                        _offer_tile(vals, cols, cos, perm, floor[t], i0, j0, m, transposed=True)
+                bar.update(1)
+    finally:
+        bar.close()
+    si, sj, cos = _mutual_pairs(*run["semantic"])
+    sem = (si, sj, cfg.semantic_weight * cos.astype(np.float64))  # cos: the float32 cosine, as unbounded
+    pi, pj, _ = _mutual_pairs(*run["permission"])
+    shared = (pm[pi] & pm[pj]).sum(-1)
+    perm = (pi, pj, (cfg.permission_weight * shared / cfg.n_permission_categories).astype(np.float64))
+    return sem, perm
+
+
+def _semantic_and_permission(tool_emb, perm_mask, cfg: GraphConfig, max_neighbours: int | None,
+                             progress: bool | None = None):
+    """(semantic pairs, permission pairs): every pair above the thresholds, or the bounded ones."""
+    if max_neighbours is None:
+        return _semantic_pairs(tool_emb, cfg), _permission_pairs(perm_mask, cfg)
+    if int(max_neighbours) < 1:
+        raise ValueError(f"max_neighbours must be None or >= 1, got {max_neighbours}")
+    return _bounded_pairs(tool_emb, perm_mask, cfg, int(max_neighbours), progress)
+
+
+# ----------------------------------------------------------------------------------------------------
 # assembly
 
 
@@ -241,7 +442,8 @@ def _check_inputs(tool_emb, perm_mask, risk):
     return n
 
 
-def build_tool_graph(tool_emb, perm_mask, risk, train_gold, config: GraphConfig = GraphConfig()) -> ToolGraph:
+def build_tool_graph(tool_emb, perm_mask, risk, train_gold, config: GraphConfig = GraphConfig(), *,
+                     max_neighbours: int | None = None, progress: bool | None = None) -> ToolGraph:
     """Build the four-type ToolGraph of docs/method.md §4.
 
     Args:
@@ -250,20 +452,27 @@ def build_tool_graph(tool_emb, perm_mask, risk, train_gold, config: GraphConfig 
       risk: int [N] risk levels 1..5.
       train_gold: int [Q, G] training gold sets padded with -1 (co-occurrence source).
       config: thresholds and weights.
+      max_neighbours: m bounds the semantic and permission edges to mutual top-m partners (at most m per tool
+        and type, O(N m) memory; the registry graph); None (default) keeps every pair above the thresholds
+        (the paper's graph: O(N²) edges when many tools are alike).
+      progress: a bar over the bounded graph's tiles (None: from PROGRESS_MIN_TOOLS tools; drawn only on a
+        terminal); the unbounded graph draws none.
     Returns:
       ToolGraph with E directed edges.
     """
     n = _check_inputs(tool_emb, perm_mask, risk)
     co, rc = _cooccur_pairs(train_gold, risk, n, config)
-    return _assemble(n, [co, _semantic_pairs(tool_emb, config), _permission_pairs(perm_mask, config), rc])
+    sem, perm = _semantic_and_permission(tool_emb, perm_mask, config, max_neighbours, progress)
+    return _assemble(n, [co, sem, perm, rc])
 
 
 def build_fold_graphs(tool_emb, perm_mask, risk, train_gold, fold_mask,
-                      config: GraphConfig = GraphConfig()) -> list[ToolGraph]:
+                      config: GraphConfig = GraphConfig(), *, max_neighbours: int | None = None) -> list[ToolGraph]:
     """One ToolGraph per fold: co-occurrence from ``train_gold[fold_mask[f]]``, the rest shared.
 
     Args:
       fold_mask: bool [F, Q]; fold f's graph uses the training queries where ``fold_mask[f]`` is True.
+      max_neighbours: as for ``build_tool_graph``.
     The semantic and permission pair lists are computed once and reused by every fold.
     """
     n = _check_inputs(tool_emb, perm_mask, risk)
@@ -271,8 +480,7 @@ def build_fold_graphs(tool_emb, perm_mask, risk, train_gold, fold_mask,
     gold = np.asarray(train_gold)
     if fold_mask.ndim != 2 or fold_mask.shape[1] != gold.shape[0]:
         raise ValueError(f"fold_mask must be [F, Q={gold.shape[0]}], got {fold_mask.shape}")
-    sem = _semantic_pairs(tool_emb, config)
-    perm = _permission_pairs(perm_mask, config)
+    sem, perm = _semantic_and_permission(tool_emb, perm_mask, config, max_neighbours)
     out = []
     for f in range(fold_mask.shape[0]):  # F <= 5 folds
         co, rc = _cooccur_pairs(gold[fold_mask[f]], risk, n, config)

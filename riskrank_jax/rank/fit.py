@@ -27,6 +27,7 @@ from riskrank_jax.errors import DataError
 from riskrank_jax.graph.tool_graph import build_tool_graph
 from riskrank_jax.rank.query_log import read_query_log
 from riskrank_jax.rank.ranker import RankConfig, Ranker
+from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class FitConfig:
 
 def _head_ranker(zero: Ranker, params, gold, cfg: FitConfig, provenance: dict) -> Ranker:
     perm = permission_mask_words(zero.tool_texts)
-    graph = build_tool_graph(zero.tool_emb, perm, zero.risk_levels, gold) if cfg.alpha > 0 else None
+    graph = (build_tool_graph(zero.tool_emb, perm, zero.risk_levels, gold, max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+             if cfg.alpha > 0 else None)  # bounded as the zero-shot registry graph is (O(N) edges)
     return Ranker.build(encoder_id=zero.encoder_id, tool_names=zero.tool_names, tool_texts=zero.tool_texts,
                         tool_emb=zero.tool_emb, risk_levels=zero.risk_levels, perm_level=zero.perm_level,
                         params=params, graph=graph, risk_source=zero.risk_source, risk_scores=zero.risk_scores,

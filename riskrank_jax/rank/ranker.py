@@ -279,7 +279,7 @@ class Ranker:
         sources named in ``trusted_sources``) and,
         when config.alpha > 0, builds the graph from semantic and permission edges, each tool's bounded to its
         mutual top 32 of each type (``registry_inputs.zero_shot_graph``: O(N) edges and memory, 50,000 tools in
-        a few hundred MB; a progress bar over its tiles from 8,192 tools). ``config`` defaults to
+        under 1 GiB with their texts cached; a progress bar over its tiles from 8,192 tools). ``config`` defaults to
         ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
         """
         from riskrank_jax.encode.embedding_cache import EmbeddingCache
