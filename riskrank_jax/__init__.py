@@ -13,6 +13,7 @@ Folders, in layer order (an import goes only to the same folder or to one below 
 
     sweep.py, __main__.py   entry points: ``python -m riskrank_jax.sweep``, ``riskrank-jax``
     cli/          the ``riskrank-jax`` command line and the options it shares with the sweep
+    serve/        ``riskrank-jax serve``: the risk-aware MCP gateway (downstream servers, policy, audit log)
     experiments/  the sweep: declared variants, their evaluation, results.json / tables.md / figures
     rank/         ``Ranker`` and the stacked pipeline: score, penalise, smooth, rank, rule filter, explain, fit
     registry/     user tool lists (MCP, OpenAI, Anthropic, plain, BEIR) and each tool's assessed risk
@@ -30,6 +31,9 @@ From a command to a number:
                                        encode.embedding_cache, registry.risk, graph.tool_graph; then
                                        rank_queries: retrieve.hybrid -> scoring.penalise -> graph.smoothing
                                        -> scoring.rank_order (-> rank.rule_filter) -> ToolHit records
+    riskrank-jax serve --config C      cli/serve.py -> serve.gateway.Gateway: serve.downstream (MCP clients) ->
+                                       Ranker.from_registry over their tools; search_tools -> rank_queries,
+                                       call_tool -> serve.policy.decide -> serve.audit -> the owning server
     python -m riskrank_jax.sweep       sweep.py: flags -> one experiments.config tree per benchmark ->
                                        experiments/run.py run_benchmark: data.load_benchmark ->
                                        experiments.stages (embed, train: model.train) -> graph.tool_graph ->

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from riskrank_jax.cli.options import cache_dir_option, encoder_option, risk_head_option, trust_annotations_option
-from riskrank_jax.errors import ConfigError, RiskRankError
+from riskrank_jax.errors import ConfigError
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -78,34 +78,12 @@ def serve_command(files, config_path, http, token_file, expose, tool_references,
     tools held back and why), call_tool (forwarded to the owning server, gated by the policy) and
     list_servers. See docs/serve.md.
     """
-    import dataclasses
-
     import anyio
 
-    from riskrank_jax.registry import load_registry
-    from riskrank_jax.serve.config import GatewayConfig, read_config
     from riskrank_jax.serve.gateway import Gateway, GatewayOptions
 
-    if config_path is None and not files:
-        raise click.UsageError("give --config FILE (downstream MCP servers) or registry FILE..., or both")
-    config = read_config(config_path) if config_path else GatewayConfig()
-    config = dataclasses.replace(config, registries=config.registries + tuple(str(Path(f).resolve()) for f in files))
-    if allow_level is not None:
-        config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, allow_level=allow_level))
-    if config.registries:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            load_registry(list(config.registries))  # bad files fail here, before anything starts
-    token = None
-    if http is not None:
-        host, port = parse_host_port(http)
-        if token_file is None and not is_loopback(host):
-            raise click.UsageError(f"--http {http} listens beyond this machine: give --token-file FILE "
-                                   "(clients then send Authorization: Bearer <token>)")
-    elif token_file is not None:
-        raise click.UsageError("--token-file is for --http; stdio needs no token")
-    if token_file is not None:
-        token = read_token(token_file)
+    config = _gateway_config(config_path, files, allow_level)
+    host, port, token = _http_settings(http, token_file)
     options = GatewayOptions(expose=expose, tool_references=tool_references, audit_log=audit_log,
                              cache_dir=cache_dir, encoder=encoder, risk_head=risk_head, model=model,
                              trust_annotations=trust_annotations)
@@ -117,8 +95,40 @@ def serve_command(files, config_path, http, token_file, expose, tool_references,
             anyio.run(gateway.serve_http, host, port, token)
     except KeyboardInterrupt:
         pass
-    except RiskRankError:
-        raise
+
+
+def _gateway_config(config_path, files, allow_level):
+    """The GatewayConfig of --config (if any) plus FILE... and --allow-level; registry files are read here, so
+    a bad one fails before anything starts."""
+    import dataclasses
+
+    from riskrank_jax.registry import load_registry
+    from riskrank_jax.serve.config import GatewayConfig, read_config
+
+    if config_path is None and not files:
+        raise click.UsageError("give --config FILE (downstream MCP servers) or registry FILE..., or both")
+    config = read_config(config_path) if config_path else GatewayConfig()
+    config = dataclasses.replace(config, registries=config.registries + tuple(str(Path(f).resolve()) for f in files))
+    if allow_level is not None:
+        config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, allow_level=allow_level))
+    if config.registries:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            load_registry(list(config.registries))
+    return config
+
+
+def _http_settings(http, token_file):
+    """(host, port, token) of --http and --token-file (None, None, None for stdio); usage errors otherwise."""
+    if http is None:
+        if token_file is not None:
+            raise click.UsageError("--token-file is for --http; stdio needs no token")
+        return None, None, None
+    host, port = parse_host_port(http)
+    if token_file is None and not is_loopback(host):
+        raise click.UsageError(f"--http {http} listens beyond this machine: give --token-file FILE "
+                               "(clients then send Authorization: Bearer <token>)")
+    return host, port, None if token_file is None else read_token(token_file)
 
 
 __all__ = ["serve_command"]

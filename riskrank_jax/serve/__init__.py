@@ -2,8 +2,10 @@
 
 Modules, top to bottom:
 
-* ``gateway``    — the MCP server the agent connects to (``search_tools``, ``call_tool``, ``list_servers``, or
-                   ``--expose filtered``), the catalog it ranks with, stdio and streamable HTTP;
+* ``gateway``    — the gateway's state: the catalog it ranks with (one ``Ranker``), searches, the gate, the audit
+                   line before forwarding, stdio and streamable HTTP;
+* ``mcp_app``    — its MCP surface on the SDK's ``MCPServer``: ``search_tools``, ``call_tool`` (with elicitation),
+                   ``list_servers``, or ``--expose filtered``;
 * ``downstream`` — one supervised MCP client per downstream server: list all pages, watch list_changed,
                    restart with backoff, forward calls;
 * ``config``     — the ``mcpServers`` JSON (plus ``registries`` and ``policy``), read with file:line errors;

@@ -110,7 +110,7 @@ class Downstream:
             raise DownstreamError("closed the connection")
         except ListenNotSupportedError:
             pass
-        while True:  # 2025-era protocol: notifications through the message handler, liveness by ping
+        while True:  # an older protocol revision: notifications through the message handler, liveness by ping
             with anyio.move_on_after(PING_EVERY_S):
                 await self._changed.wait()
             if self._changed.is_set():
