@@ -45,6 +45,7 @@ def _calls(path: Path) -> list[dict]:
     ('{\n "mcpServers": {\n  "a": {"command": "x", "url": "http://y"}\n }\n}', 3, "exactly one of"),
     ('{\n "mcpServers": {\n  "a": {"command": "x", "headers": {}}\n }\n}', 3, "unknown key(s) headers"),
     ('{\n "mcpServers": {\n  "a": {"type": "sse", "url": "http://y"}\n }\n}', 3, "deprecated SSE"),
+    ('{\n "mcpServers": {\n  "a": {"command": "x", "protocol": "v1"}\n }\n}', 3, "protocol must be one of"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "allow_level": 9\n }\n}', 3, "allow_level"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "confirm": "maybe"\n }\n}', 3, "policy.confirm"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "trusted_servers": ["b"]\n }\n}', 3,
@@ -522,3 +523,32 @@ def test_model_dir_is_served_while_its_tools_match(tmp_path, encoder, capfd):
     found, gw = _in_process(GatewayConfig(registries=(str(other),)), options, encoder, body)
     assert not found.is_error and gw.catalog.ranker.config.lam != 0.25  # zero-shot: the tools differ
     assert "fitted to other tools" in capfd.readouterr().err
+
+
+def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
+    """A server reached with the initialize handshake ("protocol": "legacy"): list_changed arrives as a
+    notification through the message handler, liveness by ping."""
+    from riskrank_jax.serve.config import read_config
+    from riskrank_jax.serve.gateway import GatewayOptions
+
+    calls = tmp_path / "calls.jsonl"
+    doc = config_for(sys.executable, str(calls))
+    doc["mcpServers"] = {"files": dict(doc["mcpServers"]["files"], protocol="legacy")}
+    (tmp_path / "servers.json").write_text(json.dumps(doc))
+    config = read_config(tmp_path / "servers.json")
+
+    async def body(client):
+        await client.call_tool("search_tools", {"query": "read a file"})  # waits for the first catalog
+        status = (await client.call_tool("list_servers", {})).structured_content["servers"][0]
+        await client.call_tool("call_tool", {"name": "load_plugins", "arguments": {}})
+        names = []
+        with anyio.move_on_after(60):
+            while "get_forecast" not in names:
+                await anyio.sleep(0.3)
+                found = await client.call_tool("search_tools", {"query": "weather forecast for Paris"})
+                names = [t["name"] for t in found.structured_content["tools"]]
+        return status, names
+
+    (status, names), _ = _in_process(config, GatewayOptions(cache_dir=str(tmp_path)), encoder, body)
+    assert status["state"] == "up" and status["protocol"] < "2026"
+    assert "get_forecast" in names

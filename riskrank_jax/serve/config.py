@@ -23,8 +23,9 @@ from riskrank_jax.errors import ConfigError
 from riskrank_jax.registry.jsontext import line_of, read_json_file
 from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
 
-SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type"}
-SERVER_KEYS_HTTP = {"url", "headers", "type"}
+SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol"}
+SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol"}
+PROTOCOLS = ("auto", "legacy")  # "legacy": the initialize handshake, for servers that mishandle server/discover
 TOP_KEYS = {"mcpServers", "registries", "policy"}
 POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
@@ -42,6 +43,7 @@ class ServerSpec:
     cwd: str | None = None
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    protocol: str = "auto"
 
     @property
     def transport(self) -> str:
@@ -93,6 +95,9 @@ def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
     if kind is not None and kind not in ("stdio", *HTTP_TYPES):
         _fail(path, entry, f"mcpServers.{name}.type {kind!r} is not supported (stdio or streamable HTTP; the "
                            "gateway does not speak the deprecated SSE transport)")
+    protocol = entry.get("protocol", "auto")
+    if protocol not in PROTOCOLS:
+        _fail(path, entry, f"mcpServers.{name}.protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     has_cmd, has_url = "command" in entry, "url" in entry
     if has_cmd == has_url:
         _fail(path, entry, f"mcpServers.{name} needs exactly one of \"command\" (stdio) and \"url\" (HTTP)")
@@ -112,12 +117,12 @@ def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
         return ServerSpec(name, command=entry["command"],
                           args=_strings(path, entry.get("args", []), f"mcpServers.{name}.args", entry),
                           env=_string_map(path, entry.get("env", {}), f"mcpServers.{name}.env", entry),
-                          cwd=None if cwd is None else str((base / cwd).resolve()))
+                          cwd=None if cwd is None else str((base / cwd).resolve()), protocol=protocol)
     url = entry["url"]
     if not isinstance(url, str) or not re.match(r"https?://", url):
         _fail(path, entry, f"mcpServers.{name}.url must be an http:// or https:// URL, got {url!r}")
     return ServerSpec(name, url=url, headers=_string_map(path, entry.get("headers", {}),
-                                                          f"mcpServers.{name}.headers", entry))
+                                                          f"mcpServers.{name}.headers", entry), protocol=protocol)
 
 
 def _policy(path, block, parent) -> Policy:

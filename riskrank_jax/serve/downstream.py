@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -81,7 +82,7 @@ class Downstream:
 
             target = streamable_http_client(self.spec.url,
                                             http_client=create_mcp_http_client(headers=dict(self.spec.headers)))
-        async with Client(target, message_handler=on_message, cache=None) as client:
+        async with Client(target, message_handler=on_message, cache=None, mode=self.spec.protocol) as client:
             yield client
 
     async def _list_all(self, client) -> list[dict]:
@@ -116,7 +117,8 @@ class Downstream:
             if self._changed.is_set():
                 self._changed = anyio.Event()
                 await self._refresh(client)
-            with anyio.fail_after(CONNECT_TIMEOUT_S):
+            with anyio.fail_after(CONNECT_TIMEOUT_S), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK warns that ping is gone from the newest revision
                 await client.send_ping()
 
     async def run(self) -> None:
