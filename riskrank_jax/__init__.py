@@ -14,6 +14,7 @@ Folders, in layer order (an import goes only to the same folder or to one below 
     sweep.py, __main__.py   entry points: ``python -m riskrank_jax.sweep``, ``riskrank-jax``
     cli/          the ``riskrank-jax`` command line and the options it shares with the sweep
     serve/        ``riskrank-jax serve``: the risk-aware MCP gateway (downstream servers, policy, audit log)
+    integrations/ adapters for Anthropic tool search, the OpenAI Agents SDK and LangGraph bigtool
     experiments/  the sweep: declared variants, their evaluation, results.json / tables.md / figures
     rank/         ``Ranker`` and the stacked pipeline: score, penalise, smooth, rank, rule filter, explain, fit
     registry/     user tool lists (MCP, OpenAI, Anthropic, plain, BEIR) and each tool's assessed risk
