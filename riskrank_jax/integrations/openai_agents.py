@@ -192,23 +192,16 @@ def _check_ranker(ranker) -> None:
 def search(policy: RiskPolicyForAgents, query: str, k: int, zero=None) -> dict:
     """{"query", "k", "tools": name, description, risk level and source, score; "held_back": risky tools the
     risk penalty kept out of the top k} — the same result as the gateway's search_tools."""
-    from riskrank_jax.rank.explain import risky_held_back
+    from riskrank_jax.rank.explain import search_with_held_back
     from riskrank_jax.rank.ranker import check_queries
 
     check_queries([query])
     r = policy.ranker
     k = max(1, min(int(k), r.size))
-    q_emb = r.encode_queries([query])
-    hits = r.rank_queries([query], k=k, q_emb=q_emb)[0]
+    hits, held_back = search_with_held_back(r, query, k, zero=zero)
     tools = [{"name": h.name, "description": policy.descriptions.get(h.name, ""), "risk_level": h.risk_level,
               "risk_source": h.risk_source, "score": round(h.score, 4)} for h in hits]
-    index = policy._index
-    held = []
-    for t, at_zero in risky_held_back(r, query, k, [index[h.name] for h in hits], q_emb=q_emb, zero=zero):
-        lvl, src = int(r.risk_levels[t]), r.risk_source[t]
-        held.append({"name": r.tool_names[t], "risk_level": lvl, "risk_source": src, "rank_at_lambda_0": at_zero,
-                     "reason": f"risk level {lvl} ({src}): #{at_zero} on relevance alone, below the top {k} once "
-                               "the risk penalty is applied; name it in the request to get it back"})
+    held = [{k_: v for k_, v in x.items() if k_ != "index"} for x in held_back]
     return {"query": query, "k": k, "tools": tools, "held_back": held}
 
 

@@ -47,6 +47,24 @@ def risky_held_back(ranker, query, k, ids, q_emb=None, zero=None) -> list[tuple[
             if int(t) not in kept and is_risky(int(ranker.risk_levels[t]))]
 
 
+def search_with_held_back(ranker, query: str, k: int, zero=None) -> tuple[list, list[dict]]:
+    """(hits, held back) for one request: ``rank_queries``' ToolHits (the query embedded once, for both
+    rankings) and, per risky tool held back (``risky_held_back``), {"index", "name", "risk_level", "risk_source",
+    "rank_at_lambda_0", "reason"}. What a search seam (the gateway, the framework adapters) returns."""
+    q_emb = ranker.encode_queries([query])
+    hits = ranker.rank_queries([query], k=k, q_emb=q_emb)[0]
+    index = {n: i for i, n in enumerate(ranker.tool_names)} if len(hits) else {}
+    held = []
+    for t, at_zero in risky_held_back(ranker, query, k, np.asarray([index[h.name] for h in hits], np.int64),
+                                      q_emb=q_emb, zero=zero):
+        lvl, src = int(ranker.risk_levels[t]), ranker.risk_source[t]
+        held.append({"index": t, "name": ranker.tool_names[t], "risk_level": lvl, "risk_source": src,
+                     "rank_at_lambda_0": at_zero,
+                     "reason": f"risk level {lvl} ({src}): #{at_zero} on relevance alone, below the top {k} once "
+                               "the risk penalty is applied; name it in the request to get it back"})
+    return hits, held
+
+
 def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> list[dict]:
     out = []
     for t, rank_at_zero in risky_held_back(ranker, query, k, ids, q_emb):

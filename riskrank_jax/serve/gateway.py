@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import numpy as np
 
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.serve.audit import AuditLog, arguments_digest
@@ -156,26 +155,21 @@ def _saved_ranker(model_dir, reg, encoder):
 def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False) -> dict:
     """The structured result of search_tools (see the module docstring); runs the Ranker, so call it from a
     worker thread."""
-    from riskrank_jax.rank.explain import risky_held_back
+    from riskrank_jax.rank.explain import search_with_held_back
 
     r = catalog.ranker
     k = max(1, min(int(k), r.size))
-    q_emb = r.encode_queries([query])  # once, for both rankings
-    hits = r.rank_queries([query], k=k, q_emb=q_emb)[0]
-    ids = [catalog.by_name[h.name] for h in hits]
+    hits, held_back = search_with_held_back(r, query, k, zero=catalog.zero)
     tools = []
-    for h, i in zip(hits, ids):
+    for h in hits:
+        i = catalog.by_name[h.name]
         e = catalog.entries[i]
         tools.append({"name": e.name, "description": e.listed.get("description", ""),
                       "input_schema": e.listed.get("inputSchema", {}), "server": e.server,
                       "risk_level": h.risk_level, "risk_source": h.risk_source, "score": round(h.score, 4),
                       "call": _call_preview(catalog, i, policy)})
-    held = []
-    for t, rank_at_zero in risky_held_back(r, query, k, np.asarray(ids), q_emb=q_emb, zero=catalog.zero):
-        e, lvl, src = catalog.entries[t], int(r.risk_levels[t]), r.risk_source[t]
-        held.append({"name": e.name, "server": e.server, "risk_level": lvl, "risk_source": src,
-                     "reason": f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, below the top {k} "
-                               "once the risk penalty is applied; name it in the request to get it back"})
+    held = [{"name": x["name"], "server": catalog.entries[x["index"]].server, "risk_level": x["risk_level"],
+             "risk_source": x["risk_source"], "reason": x["reason"]} for x in held_back]
     out = {"query": query, "k": k, "tools": tools, "held_back": held}
     if tool_references:
         out["tool_references"] = [{"type": "tool_reference", "tool_name": t["name"]} for t in tools]
