@@ -150,3 +150,7 @@ def test_example_script_runs(tmp_path):
     assert "read_file" in last["listed"] and "delete_file" in last["blocked"]
     assert last["approval"]["write_file"] is True and last["approval"]["read_file"] is False
     assert "risky tools (level >= 3) in the top" in run.stdout
+    offered = next(line for line in run.stdout.splitlines() if line.startswith("agent: read request ")
+                   and "offered tools:" in line)  # the scripted Runner.run loop ran over the filtered server
+    assert "search_tools" in offered and "read_file" in offered and "delete_file" not in offered
+    assert "model called 'read_file'" in run.stdout and "Tool delete_file not found" in run.stdout
