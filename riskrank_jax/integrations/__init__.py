@@ -4,6 +4,8 @@
                               ``tool_result`` holds ``tool_reference`` blocks, and ``defer_loading`` on the rest;
 * ``openai_agents``         — OpenAI Agents SDK: a ``tool_filter`` and a ``require_approval`` map from risk levels,
                               and a function tool that searches a registry;
+* ``openai_tool_search``    — OpenAI Responses API client-executed tool search: the ``tool_search`` tool and the
+                              ``tool_search_output`` item with the risk-aware top k of the deferred tools;
 * ``langgraph_bigtool``     — LangGraph ``langgraph-bigtool``: ``retrieve_tools_function`` / ``_coroutine`` over a
                               registry of LangChain tools.
 
