@@ -155,8 +155,7 @@ class ToolSearch:
         """'name (risk r, #j at λ = 0)' for each risky tool in the top len(names) at λ = 0 but not in ``names``."""
         from riskrank_jax.rank.explain import risky_held_back
 
-        index = {n: i for i, n in enumerate(self.ranker.tool_names)}
-        ids = [index[n] for n in names]
+        ids = [self.ranker.tool_index[n] for n in names]
         return [f"{self.ranker.tool_names[t]} (risk {int(self.ranker.risk_levels[t])}, #{j} at λ = 0)"
                 for t, j in risky_held_back(self.ranker, query, len(ids), ids)]
 

@@ -21,7 +21,6 @@ Why here: the SDK's filter and approval hooks take names, and riskrank-jax knows
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterable
 
 from riskrank_jax.errors import DuplicateToolError, RankerError, ToolSpecError
@@ -106,7 +105,7 @@ class RiskPolicyForAgents:
     # ------------------------------------------------------------------------------------ per tool
     def risk(self, name: str) -> tuple[int, str] | None:
         """(risk level 1..5, where it came from) of a tool name; None when the ranker has not seen it."""
-        i = self._index.get(name)
+        i = self.ranker.tool_index.get(name)
         return None if i is None else (int(self.ranker.risk_levels[i]), self.ranker.risk_source[i])
 
     def risk_table(self) -> dict[str, dict]:
@@ -118,11 +117,6 @@ class RiskPolicyForAgents:
         """Tool names whose risk level is above ``level``, in registry order."""
         _check_level(level)
         return [n for n, lvl in zip(self.ranker.tool_names, self.ranker.risk_levels) if int(lvl) > level]
-
-    @functools.cached_property
-    def _index(self) -> dict[str, int]:
-        """tool name -> index in the ranker."""
-        return {n: i for i, n in enumerate(self.ranker.tool_names)}
 
     # ------------------------------------------------------------------------------------ the SDK's settings
     def tool_filter(self, block_above: int = 4, *, allow=(), block=(), unknown: str = "block"):

@@ -40,7 +40,7 @@ def risky_held_back(ranker, query, k, ids, q_emb=None, zero=None) -> list[tuple[
     ranker at λ = 0 when the caller keeps one (its prepared arrays and graph are then reused)."""
     q_emb = ranker.encode_queries([query]) if q_emb is None else q_emb
     if zero is None:
-        zero = dataclasses.replace(ranker, config=dataclasses.replace(ranker.config, lam=0.0))
+        zero = ranker.with_config(dataclasses.replace(ranker.config, lam=0.0))
     at_zero = zero.rank(q_emb, k=k, q_texts=[query])[0]
     kept = set(np.asarray(ids).tolist())
     return [(int(t), j + 1) for j, t in enumerate(at_zero)
@@ -53,10 +53,9 @@ def search_with_held_back(ranker, query: str, k: int, zero=None) -> tuple[list, 
     "rank_at_lambda_0", "reason"}. What a search seam (the gateway, the framework adapters) returns."""
     q_emb = ranker.encode_queries([query])
     hits = ranker.rank_queries([query], k=k, q_emb=q_emb)[0]
-    index = {n: i for i, n in enumerate(ranker.tool_names)} if len(hits) else {}
+    ids = np.asarray([ranker.tool_index[h.name] for h in hits], np.int64)
     held = []
-    for t, at_zero in risky_held_back(ranker, query, k, np.asarray([index[h.name] for h in hits], np.int64),
-                                      q_emb=q_emb, zero=zero):
+    for t, at_zero in risky_held_back(ranker, query, k, ids, q_emb=q_emb, zero=zero):
         lvl, src = int(ranker.risk_levels[t]), ranker.risk_source[t]
         held.append({"index": t, "name": ranker.tool_names[t], "risk_level": lvl, "risk_source": src,
                      "rank_at_lambda_0": at_zero,

@@ -104,6 +104,9 @@ class RankConfig:
 DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False)
 
 
+_CONFIG_FREE_CACHES = ("_arrays", "_prepared_graph", "_bm25", "tool_index", "registry_fingerprint")
+
+
 class ScoreParts(NamedTuple):
     """Components of a Ranker's scores, each float32 [Q, N] (see the module docstring)."""
 
@@ -307,7 +310,13 @@ class Ranker:
         return dataclasses.replace(ranker, encoder=encoder)
 
     def with_config(self, config: RankConfig) -> "Ranker":
-        return dataclasses.replace(self, config=config)
+        """The same ranker with another config; the arrays on the device, the prepared graph, the BM25 index and
+        the name index do not depend on the config, so the copy shares them instead of building them again."""
+        out = dataclasses.replace(self, config=config)
+        for name in _CONFIG_FREE_CACHES:
+            if name in self.__dict__:
+                out.__dict__[name] = self.__dict__[name]
+        return out
 
     @property
     def size(self) -> int:
@@ -316,6 +325,11 @@ class Ranker:
     @functools.cached_property
     def registry_fingerprint(self) -> str:
         return registry_fingerprint(self.tool_names, self.tool_texts, self.risk_levels)
+
+    @functools.cached_property
+    def tool_index(self) -> dict[str, int]:
+        """tool name -> its index in this ranker's arrays (names are unique), built once."""
+        return {n: i for i, n in enumerate(self.tool_names)}
 
     # ------------------------------------------------------------------------------------ scoring
     @functools.cached_property

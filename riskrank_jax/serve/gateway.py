@@ -86,7 +86,8 @@ class Catalog:
 
     @property
     def by_name(self) -> dict[str, int]:
-        return self.__dict__.setdefault("_by_name", {e.name: i for i, e in enumerate(self.entries)})
+        """gateway name -> index; the entries are the ranker's tools in its order."""
+        return self.ranker.tool_index
 
     def histogram(self, server: str | None) -> dict[str, int]:
         """Tools per risk level "1".."5" of one server (None: the registry files)."""
