@@ -12,7 +12,7 @@ from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry
 from riskrank_jax.experiments.config import default_config, with_overrides
 from riskrank_jax.experiments.evaluate import select_stress_queries
 from riskrank_jax.experiments.run import run_benchmark
-from riskrank_jax.experiments.variants import VARIANTS, main_rows, select_variants
+from riskrank_jax.experiments.variants import BY_NAME, VARIANTS, main_rows, select_variants
 from riskrank_jax.retrieve.baselines import dense_scores, rank_full
 
 
@@ -85,7 +85,11 @@ def test_results_shape_and_ranges(sweep_run):
                 "stress", "timings"):
         assert key in saved
     main = saved["main"]["test"]
-    assert list(main) == main_rows()  # every declared main-table variant, in declaration order
+    not_run = saved["not_run"]["test"]  # the stand-in encoder has no layers to fine-tune: ft_* rows say so
+    assert set(not_run) == {v.name for v in VARIANTS if "tuned" in v.runs() and not v.opt_in}
+    assert all("no BERT layers to fine-tune" in why for why in not_run.values())
+    # every declared main-table variant but the opt-in and the not-run ones, in declaration order
+    assert list(main) == [v for v in main_rows() if not BY_NAME[v].opt_in and v not in not_run]
     assert set(main) >= {"bm25", "dense", "rule_only", "rel_only", "core", "core_graph", "core_graph_rule",
                          "cand100_core", "core_lambda_aware", "core_plus", "zeroshot_core_graph_rule"}
     for variant, cells in main.items():
@@ -174,7 +178,7 @@ def test_paper_keyword_selects_the_faithful_rows():
     names = {v.name for v in select_variants(["paper"])}
     assert {"dense", "core", "core_graph_rule", "cand100_core_graph", "all_four"} <= names
     assert not names & {"core_plus", "zeroshot_core", "core_lambda_aware"}
-    assert all(v.faithful == (v.name in names) for v in VARIANTS)
+    assert all((v.faithful and not v.opt_in) == (v.name in names) for v in VARIANTS)  # opt-in rows only by name
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         select_variants(["nope"])
 

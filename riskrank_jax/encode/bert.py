@@ -119,18 +119,35 @@ def _attention(x, lp, same_segment, shape: BertShape):
     return (ctx[..., :hd] / jnp.maximum(ctx[..., hd:], 1e-30)).reshape(b, r, h)
 
 
-def packed_hidden(p: dict, input_ids, position_ids, segment_ids, shape: BertShape):
-    """Last hidden states float32 [B, R, hidden] of packed rows (see the module doc for the inputs)."""
+def embed_tokens(p: dict, input_ids, position_ids, shape: BertShape):
+    """The embedding layer's output float32 [B, R, hidden] (word + position + token type 0, LayerNorm)."""
     emb = p["emb"]
     x = emb["word"][input_ids] + emb["type0"] + emb["pos"][position_ids]
-    x = _layer_norm(x, emb["ln"], shape.layer_norm_eps)
-    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
-    for lp in p["layers"]:
-        ctx = _attention(x, lp, same, shape)
+    return _layer_norm(x, emb["ln"], shape.layer_norm_eps)
+
+
+def segment_attention(segment_ids):
+    """bool [B, R, R]: query token i may attend to key token j (same segment, not padding)."""
+    return (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
+
+
+def run_layers(layers, x, same_segment, shape: BertShape):
+    """x [B, R, hidden] through the transformer layers ``layers`` (a list of packed layer dicts) -> [B, R, hidden].
+
+    The lower and upper layers of one model run apart when the lower layers' states are cached
+    (riskrank_jax/model/encoder_tune.py trains the upper ones)."""
+    for lp in layers:
+        ctx = _attention(x, lp, same_segment, shape)
         x = _layer_norm(ctx @ lp["att_out"][0] + lp["att_out"][1] + x, lp["att_ln"], shape.layer_norm_eps)
         inner = _activation(x @ lp["ffn_in"][0] + lp["ffn_in"][1], shape.activation)
         x = _layer_norm(inner @ lp["ffn_out"][0] + lp["ffn_out"][1] + x, lp["ffn_ln"], shape.layer_norm_eps)
     return x
+
+
+def packed_hidden(p: dict, input_ids, position_ids, segment_ids, shape: BertShape):
+    """Last hidden states float32 [B, R, hidden] of packed rows (see the module doc for the inputs)."""
+    x = embed_tokens(p, input_ids, position_ids, shape)
+    return run_layers(p["layers"], x, segment_attention(segment_ids), shape)
 
 
 def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):

@@ -59,7 +59,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from riskrank_jax.encode.bert import BertShape, pack_params, packed_hidden, pool_segments
+from riskrank_jax.encode.bert import (BertShape, embed_tokens, pack_params, packed_hidden, pool_segments, run_layers,
+                                      segment_attention)
 from riskrank_jax.encode.token_packing import pack_rows
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
@@ -653,6 +654,7 @@ class Encoder:
         self._replicated = NamedSharding(self._mesh, PartitionSpec())
         self._params = jax.device_put(params, self._replicated)
         self._jitted = jax.jit(self._forward)
+        self._lower_jitted: dict[int, Any] = {}  # ``lower_states``' programs, by number of layers
         self._compiled: dict[tuple[int, int], Any] = {}
         self.compile_seconds: dict[tuple[int, int], float] = {}
 
@@ -832,6 +834,46 @@ class Encoder:
         finally:
             bar.close()
         return out
+
+
+    def lower_states(self, texts: Sequence[str], layers: int, *, batch_size: int = 64, progress: bool | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Every text's token states after the embeddings and the first ``layers`` transformer layers, computed
+        once so that training the layers above them never reruns these (riskrank_jax/model/encoder_tune.py).
+
+        Returns (states float32 [T + 1, hidden]: the texts' tokens one after another, then one zero row that
+        padding indexes; offsets int64 [n + 1]: text i's tokens are states[offsets[i]:offsets[i + 1]]). Runs the
+        same packed rows as ``encode``, so a text's states do not depend on the other texts."""
+        import jax
+
+        if not 0 <= int(layers) <= self._shape.num_layers:
+            raise RiskRankError(f"layers must be in 0..{self._shape.num_layers}, got {layers}")
+        ids = self.tokenize(texts)
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        states = np.zeros((int(offsets[-1]) + 1, self.dim), np.float32)
+        shape, low = self._shape, {"emb": self._params["emb"], "layers": self._params["layers"][:int(layers)]}
+        run = self._lower_jitted.get(int(layers))
+        if run is None:
+            run = self._lower_jitted[int(layers)] = jax.jit(lambda p, i, pos, seg: run_layers(
+                p["layers"], embed_tokens(p, i, pos, shape), segment_attention(seg), shape))
+        show = (len(ids) > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
+        bar = progress_bar(enabled=show, total=len(ids), unit="text", desc="lower layers", leave=False)
+        try:
+            for rows, length, n_rows in self.batches(lengths, batch_size) if len(ids) else []:
+                arrays = self._batch_arrays(ids, rows, n_rows, length)
+                with jax.default_matmul_precision(self.precision):
+                    hidden = np.asarray(run(low, *arrays))
+                for r, row in enumerate(rows):
+                    pos = 0
+                    for i in row.tolist():
+                        n = int(lengths[i])
+                        states[offsets[i]:offsets[i] + n] = hidden[r, pos:pos + n]
+                        pos += n
+                    bar.update(len(row))
+        finally:
+            bar.close()
+        return states, offsets
 
 
 def _model_id(name: str, weights_sha256: str, pooling: str, max_seq_length: int, tokenizer_sha256: str,

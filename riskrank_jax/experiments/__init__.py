@@ -7,6 +7,7 @@
     jobs.py        several benchmarks side by side, one pinned worker process each (``--jobs``)
     stages.py      embedding, training runs, timed stages with peak memory
     beyond.py      the beyond-paper families' steps (hybrid first stages, correction reranker, risk budget)
+    tuned.py       the tuned-encoder families (ft_*): fine-tuning per seed x fold, gated against the frozen one
     evaluate.py    rankings and metrics of variants on one split (seeds x λ at once)
     report.py      results.json and tables.md (calls figures.py: lambda_sweep, tradeoff, pareto PNGs)
     transfer.py    risk-head transfer across registries -> risk_transfer.{json,md}

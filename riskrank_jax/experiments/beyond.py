@@ -129,13 +129,13 @@ def risk_budget_section(chosen: dict, per_query: dict) -> dict:
 
 
 FIRST_STAGES = ("bm25", "dense", "hybrid", "hybrid_named")
-RISK_AWARE_FAMILIES = ("hybrid_risk", "rerank")
+RISK_AWARE_FAMILIES = ("hybrid_risk", "rerank", "ft_hybrid")
 
 
 def recommendation(main: dict, families: dict) -> str | None:
     """One sentence: which variant a user should pick on this split, and why.
 
-    The pick: the risk-aware variant (hybrid_risk / rerank families) with the highest NDCG@5 among those whose
+    The pick: the risk-aware variant (hybrid_risk / rerank / ft_hybrid families) with the highest NDCG@5 among those whose
     RVR@5 is at most the dense retriever's; None when the split has none of these rows.
     """
     firsts = {v: main[v] for v in FIRST_STAGES if v in main}

@@ -17,6 +17,8 @@ import typing
 from dataclasses import dataclass, field
 
 from riskrank_jax.graph.tool_graph import GraphConfig
+from riskrank_jax.model.cross_encoder import CrossEncoderConfig
+from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train import TrainConfig
@@ -24,7 +26,8 @@ from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
 # per-benchmark defaults: smoothing α and the split of the main tables (other benchmarks: α 0.2, no main split)
-BENCHMARK_DEFAULTS = {"ultratool": {"alpha": 0.2, "main_split": "test"},
+# UltraTool tunes 15 encoders (3 seeds x 5 folds): one epoch each keeps its sweep within the time budget
+BENCHMARK_DEFAULTS = {"ultratool": {"alpha": 0.2, "main_split": "test", "tune_epochs": 1},
                       "sealtools": {"alpha": 0.02, "main_split": "test_in"},
                       "demo": {"alpha": 0.2, "main_split": "test"}}
 # leaves that never change results (where files live, how much memory a step may use)
@@ -79,7 +82,8 @@ class RuntimeConfig:
 class SweepConfig:
     """Everything a sweep of one benchmark depends on. ``train``: the dual heads' run (the λ-aware and core_plus
     runs derive from it, ``experiments.variants``); ``risk_head``: the zero-shot risk heads; ``rerank``: the
-    correction reranker; ``graph``: the ToolGraph's thresholds and weights."""
+    correction reranker; ``tune``: the encoder fine-tuning of the ``ft_*`` rows; ``cross_encoder``: the opt-in ``ce_*`` rows;
+    ``graph``: the ToolGraph's thresholds and weights."""
 
     data: DataConfig = field(default_factory=DataConfig)
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
@@ -87,6 +91,8 @@ class SweepConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     risk_head: RiskHeadConfig = field(default_factory=RiskHeadConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
+    cross_encoder: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     rank: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter (``rank.rule_filter``)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -114,10 +120,12 @@ class SweepConfig:
 
 
 def default_config(benchmark: str = "demo") -> SweepConfig:
-    """The sweep's defaults for ``benchmark`` (its α and main split; unknown names: α 0.2, no main split)."""
+    """The sweep's defaults for ``benchmark`` (its α, main split and tuning epochs; unknown names: α 0.2, no main
+    split)."""
     d = BENCHMARK_DEFAULTS.get(benchmark, {"alpha": 0.2, "main_split": None})
     return SweepConfig(data=DataConfig(benchmark=benchmark, main_split=d["main_split"]),
-                       eval=EvalConfig(alpha=d["alpha"]))
+                       eval=EvalConfig(alpha=d["alpha"]),
+                       tune=TuneConfig(**({"epochs": d["tune_epochs"]} if "tune_epochs" in d else {})))
 
 
 def leaf_paths(tree=None, prefix: str = "") -> dict[str, object]:

@@ -196,6 +196,13 @@ class SplitEvaluation:
             self.runs["rerank"], self.x.q_emb, t_emb, self.bm25(text), n_seeds=self.s.n_seeds,
             test_fold=self.x.fold))
 
+    def precomputed(self, name: str, text: str = "named"):
+        """Scores computed for the whole split before it was cut into query chunks, [S, Q, N]: the tuned-encoder
+        relevance "ft_hybrid" and risk "ft_risk" (``experiments.tuned.with_tuned``), the cross-encoder's
+        "ce_rerank" and a baseline reranker's "reranker:<name>" (``experiments.cross``); stored [Q, S, N]."""
+        return self._cached(("precomputed", name, text),
+                            lambda: jnp.swapaxes(jnp.asarray(self.x.first[name, text]), 0, 1))
+
     def head(self, run: str, n_seeds: int):
         """(rel [S', Q, N], risk [S', Q|1, N]) of a trained run, each query under its fold's models."""
         return self._cached(("head", run), lambda: fold_model_scores(
@@ -224,12 +231,18 @@ class SplitEvaluation:
             rel = self.hybrid(v.tool_text)[None]
         elif v.relevance == "rerank":
             rel = self.reranked(v.tool_text)
+        elif v.relevance in ("ft_hybrid", "ce_rerank"):
+            rel = self.precomputed(v.relevance)
+        elif v.relevance == "reranker":
+            rel = self.precomputed(f"reranker:{v.reranker}", "description")
         else:
             rel, head_risk = self.head(v.train, self.s.n_seeds)
         if v.risk == "head":
             _, risk = self.head(v.train, self.s.n_seeds)
         elif v.risk == "risk_only":
             risk = self.runs["risk_only"][:, None, :]  # [S, 1, N]
+        elif v.risk == "ft_risk":
+            risk = self.precomputed("ft_risk")
         else:
             risk = None
         return rel, risk

@@ -11,6 +11,7 @@ reproduced from its results.json "config" alone. Writes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -25,21 +26,22 @@ from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
 from riskrank_jax.encode.encoder import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.experiments import beyond, report
+from riskrank_jax.experiments import beyond, cross, report, tuned
 from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
                                                queries_per_chunk, reduce_queries, rows_per_query, select_stress_queries,
                                                variant_metrics, with_first_stages)
 from riskrank_jax.experiments.jobs import run_in_workers
-from riskrank_jax.experiments.stages import (StageLog, embed_all, short_hash, train_lambda_run, train_run,
-                                             training_summary)
+from riskrank_jax.experiments.stages import (StageLog, embed_all, risk_only_scores, short_hash, train_lambda_run,
+                                             train_run, training_summary)
 from riskrank_jax.experiments.throughput import smoothing_throughput
 from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
 from riskrank_jax.graph import tool_graph
-from riskrank_jax.model import heads
 from riskrank_jax.model.rerank import RerankConfig
-from riskrank_jax.model.risk_head import RiskHeadConfig, train_risk_heads
+from riskrank_jax.model.cross_encoder import CrossEncoderConfig
+from riskrank_jax.model.encoder_tune import TuneConfig
+from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train import TrainConfig, plain_config
 from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
 from riskrank_jax.runtime import compile_cache
@@ -61,8 +63,10 @@ REPRODUCIBILITY = {
 # ---------------------------------------------------------------------------------------------- stages
 
 
-def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id: str, ckpt_root: Path) -> dict:
-    """{run name: TrainResult, or the risk-only heads' predicted risk [S, N]} for the runs variants need."""
+def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder, ckpt_root: Path) -> dict:
+    """{run name: TrainResult, the risk-only heads' predicted risk [S, N], RerankModels or TunedModels} for the
+    runs variants need."""
+    encoder_id = encoder.model_id
     needed = set().union(*(v.runs() for v in variants))
     runs = {}
     if uses_first_stages(variants):
@@ -72,7 +76,13 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
         if name not in needed:
             continue
         run_cfg = run.make(cfg, bench.tools.size)
-        if isinstance(run_cfg, RerankConfig):
+        if isinstance(run_cfg, CrossEncoderConfig):
+            runs[name] = log.run(f"train {run.label}", cross.fit_cross_encoders, bench, runs["first_stages"], cfg,
+                                 cfg.encoder.path, ckpt_root)
+        elif isinstance(run_cfg, TuneConfig):
+            runs[name] = log.run(f"train {run.label}", tuned.fit_tuned_encoders, bench, emb, runs["first_stages"], cfg,
+                                 encoder, ckpt_root)
+        elif isinstance(run_cfg, RerankConfig):
             runs[name] = log.run(f"train {run.label}", beyond.fit_rerankers, bench, emb, runs["first_stages"],
                                  cfg.seeds, run_cfg, memory_budget=cfg.runtime.memory_budget)
         elif isinstance(run_cfg, RiskHeadConfig):
@@ -87,6 +97,18 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder_id:
     return runs
 
 
+def tunable_rows(variants, encoder) -> tuple[list, dict]:
+    """(the variants this encoder can run, {row: why not} for the tuned-encoder rows when the encoder is not a
+    BERT model whose layers can be trained, e.g. a test's stand-in encoder)."""
+    if hasattr(encoder, "lower_states") or hasattr(encoder, "load"):
+        return list(variants), {}
+    why = f"not run: the encoder {encoder.model_id} has no BERT layers to fine-tune"
+    skipped = {v.name: why for v in variants if "tuned" in v.runs()}
+    if skipped:
+        click.echo(f"[tuned encoder] {len(skipped)} ft_* rows not run: {why[9:]}", err=True)
+    return [v for v in variants if v.name not in skipped], skipped
+
+
 def reuses_plain_run(run_cfg, plain) -> bool:
     """Whether the λ-aware run ``run_cfg`` can take its λ = 0 models from the trained plain run ``plain``."""
     return (isinstance(run_cfg, TrainConfig) and run_cfg.lambda_aware and 0.0 in run_cfg.lambdas
@@ -95,14 +117,8 @@ def reuses_plain_run(run_cfg, plain) -> bool:
 
 def uses_first_stages(variants) -> bool:
     """Whether any variant needs the hybrid first stage (and so the named tool texts)."""
-    return any(v.relevance in ("hybrid", "rerank") or v.first_stage == "hybrid" or v.tool_text == "named"
+    return any(v.relevance in ("hybrid", "rerank", "ft_hybrid") or v.first_stage == "hybrid" or v.tool_text == "named"
                for v in variants)
-
-
-def risk_only_scores(t_emb, risk, seeds, config: RiskHeadConfig) -> np.ndarray:
-    """Predicted risk [S, N] of the risk heads trained alone on the registry (one per seed)."""
-    params = train_risk_heads(t_emb, risk, seeds, config)
-    return np.asarray(jax.jit(jax.vmap(heads.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
 
 
 def build_graphs(bench, emb, config: tool_graph.GraphConfig = tool_graph.GraphConfig()) -> dict[str, list]:
@@ -141,6 +157,12 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
                             ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rank)
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
+    if "tuned" in runs:
+        inputs = tuned.with_tuned(inputs, runs["tuned"], split, len(cfg.seeds))
+    if "cross_encoder" in runs:
+        inputs = cross.with_cross(inputs, runs["cross_encoder"], len(cfg.seeds), cfg.cross_encoder.top)
+    inputs, not_run = with_baseline_rerankers(inputs, variants)
+    variants = [v for v in variants if v.name not in not_run]
     budgets = budgets or {}
     full_graphs = full_pool_graphs(graphs, variants)
 
@@ -180,7 +202,22 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
         "exposure": {v.name: {m: main[v.name][m] for m in ("rvr@5", "srr@5")}
                      for v in variants if "exposure" in v.tables and v.name in main},
         "risk_budget": {row: beyond.risk_budget_section(chosen, budget_pq[row]) for row, chosen in budgets.items()},
+        "not_run": not_run,
     }
+
+
+def with_baseline_rerankers(inputs: SplitInputs, variants) -> tuple[SplitInputs, dict]:
+    """``inputs`` with the relevance of every baseline-reranker variant the sweep includes, and {variant: why it
+    did not run} for those whose weights are absent (those rows are then reported, not evaluated)."""
+    not_run, first = {}, dict(inputs.first)
+    for v in variants:
+        if v.relevance == "reranker":
+            rel = cross.baseline_relevance(v.reranker, inputs)
+            if isinstance(rel, str):
+                not_run[v.name] = rel
+            else:
+                first[f"reranker:{v.reranker}", "description"] = rel
+    return dataclasses.replace(inputs, first=first), not_run
 
 
 def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> dict:
@@ -191,11 +228,13 @@ def results_header(cfg: SweepConfig, bench, encoder_id: str, graphs, runs) -> di
         "alpha": float(cfg.eval.alpha), "k": cfg.eval.k, "n_candidates": cfg.eval.n_candidates,
         "main_split": cfg.data.main_split, "splits": {s: q.size for s, q in bench.tests.items()},
         "graph": graph_stats[0] if len(graph_stats) == 1 else {"per_fold": graph_stats},
-        "training": {name: training_summary(r) for name, r in runs.items() if hasattr(r, "model_index")},
+        "training": {name: training_summary(r) for name, r in runs.items() if hasattr(r, "best_epoch")},
         "hybrid_weights": {k: np.asarray(w).tolist() for k, w in runs.get("hybrid_weights", {}).items()},
         "rerank": beyond.rerank_summary(runs["rerank"]) if "rerank" in runs else None,
+        "tuned_encoder": tuned.tuned_summary(runs["tuned"]) if "tuned" in runs else None,
+        "cross_encoder": cross.cross_summary(runs["cross_encoder"]) if "cross_encoder" in runs else None,
         "main": {}, "lambda_sweep": {}, "edge_ablation": {}, "context": {}, "stress": {}, "exposure": {},
-        "risk_budget": {},
+        "risk_budget": {}, "not_run": {},
         "std": "sample standard deviation over seeds (ddof=1); baselines without seeds have std 0",
     }
 
@@ -251,7 +290,8 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
     if not force and (prev := _previous_results(out_dir / "results.json", run_key)) is not None:
         return _finish(prev, out_dir, True, time.perf_counter() - t0, report_to)
 
-    runs = train_all(cfg, log, bench, emb, variants, encoder.model_id, ckpt_root)
+    variants, skipped = tunable_rows(variants, encoder)
+    runs = train_all(cfg, log, bench, emb, variants, encoder, ckpt_root)
     graphs = log.run("build ToolGraph(s)", build_graphs, bench, emb, cfg.graph)
     results = results_header(cfg, bench, encoder.model_id, graphs, runs)
     results["variant_families"] = {v.name: v.family for v in variants}
@@ -259,6 +299,7 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
     for split in bench.tests:
         sections = log.run(f"evaluate {split}", evaluate_split, cfg, bench, emb, split, runs, graphs, variants,
                            budgets)
+        sections["not_run"] = {**skipped, **sections["not_run"]}
         for name, value in sections.items():
             results[name][split] = value
         results.setdefault("recommendation", {})[split] = beyond.recommendation(results["main"][split],

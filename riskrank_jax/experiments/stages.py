@@ -97,6 +97,18 @@ def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id:
     return lambda_run_from_plain(plain, rest, train_cfg)
 
 
+def risk_only_scores(t_emb, risk, seeds, config) -> np.ndarray:
+    """Predicted risk [S, N] of the risk heads (``RiskHeadConfig`` ``config``) trained alone on the registry, one per
+    seed."""
+    import jax
+
+    from riskrank_jax.model import heads
+    from riskrank_jax.model.risk_head import train_risk_heads
+
+    params = train_risk_heads(t_emb, risk, seeds, config)
+    return np.asarray(jax.jit(jax.vmap(heads.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
+
+
 def training_summary(res) -> dict:
     """Models, their index and each one's best epoch and held-out loss (results.json "training")."""
     best = np.asarray(res.best_epoch)
@@ -109,4 +121,5 @@ def training_summary(res) -> dict:
     }
 
 
-__all__ = ["StageLog", "peak_rss_mb", "short_hash", "embed_all", "train_run", "train_lambda_run", "training_summary"]
+__all__ = ["StageLog", "peak_rss_mb", "short_hash", "embed_all", "train_run", "train_lambda_run", "risk_only_scores",
+           "training_summary"]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.graph.tool_graph import EDGE_TYPES
+from riskrank_jax.model.cross_encoder import BASELINE_RERANKERS, CrossEncoderConfig
+from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train import TrainConfig
@@ -31,12 +33,14 @@ from riskrank_jax.rank.ranker import RankConfig
 class TrainingRun:
     """A training run variants share. ``make(sweep config, n_tools)`` gives its configuration from the sweep's
     ``experiments.config.SweepConfig``: a ``TrainConfig`` (dual heads, every seed x fold), a ``RiskHeadConfig``
-    (risk head alone, per seed) or a ``RerankConfig`` (the correction reranker over the hybrid first stage, every
-    seed x fold)."""
+    (risk head alone, per seed), a ``RerankConfig`` (the correction reranker over the hybrid first stage, every
+    seed x fold), a ``TuneConfig`` (the encoder's top layers fine-tuned, every seed x fold:
+    ``experiments.tuned``) or a ``CrossEncoderConfig`` (the cross-encoder second stage, every seed x fold:
+    ``experiments.cross``)."""
 
     name: str
     label: str
-    make: Callable[[SweepConfig, int], TrainConfig | RiskHeadConfig | RerankConfig]
+    make: Callable[[SweepConfig, int], TrainConfig | RiskHeadConfig | RerankConfig | TuneConfig | CrossEncoderConfig]
 
 
 TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
@@ -48,7 +52,12 @@ TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
                                        hard_pool=min(cfg.train.hard_pool, n // 2))),
     TrainingRun("risk_only", "zero-shot risk heads", lambda cfg, n: cfg.risk_head),
     TrainingRun("rerank", "correction reranker (seeds x folds)", lambda cfg, n: cfg.rerank),
+    TrainingRun("tuned", "tuned encoder (seeds x folds)", lambda cfg, n: cfg.tune),
+    TrainingRun("cross_encoder", "cross-encoder (seeds x folds)", lambda cfg, n: cfg.cross_encoder),
 )}
+
+RELEVANCES = ("head", "dense", "bm25", "hybrid", "rerank", "ft_hybrid", "ce_rerank", "reranker")
+TRAINED_RELEVANCES = ("head", "rerank", "ft_hybrid", "ce_rerank")  # relevance from the variant's training run
 
 # λ of the hybrid / rerank families is in per-query standard deviations of their (z-scored) relevance
 Z_LAMBDAS = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -63,7 +72,11 @@ class Variant:
 
     relevance: "head" (the ``train`` run's f_rel), "dense" (frozen-encoder cosine), "bm25", "hybrid" (BM25 and
       cosine fused per query: ``riskrank_jax.retrieve.hybrid``, weight chosen on each fold's training queries) or
-      "rerank" (the correction reranker of ``riskrank_jax.model.rerank`` on top of the hybrid first stage).
+      "rerank" (the correction reranker of ``riskrank_jax.model.rerank`` on top of the hybrid first stage) or
+      "ft_hybrid" (the hybrid over the ``tuned`` run's fine-tuned encoder, gated against the frozen one per model:
+      ``riskrank_jax.experiments.tuned``), "ce_rerank" (the ``cross_encoder`` run's cross-encoders reranking the
+      hybrid's top candidates, gated: ``riskrank_jax.experiments.cross``) or "reranker" (the general-purpose
+      reranker ``reranker``, a key of ``model.cross_encoder.BASELINE_RERANKERS``, over the dense top-100).
     tool_text: what a tool's text is: "description" (the paper's) or "named" (its name split into words, then
       the description — what ``riskrank-jax rank`` embeds for your own tools).
     first_stage: where candidate mode takes its candidates and the order of the rest of the pool: "dense" (the
@@ -71,7 +84,7 @@ class Variant:
     lambdas: the variant's own λ grid (None: the sweep's). The hybrid and rerank families score on a z-scale
       (per-query standard deviations), so their λ has other units than the head's.
     risk: score the penalty uses: "head" (the run's f_risk), "risk_only" (the risk head trained alone on the
-      registry) or None (no penalty).
+      registry), "ft_risk" (that head retrained on the tuned encoder's tool vectors) or None (no penalty).
     lam: None = the sweep's main λ; a number fixes λ. lambda_sweep: also evaluated at every λ of the grid.
     trained_at_lambda: the run holds one model per λ and model λ_l is scored at λ_l (λ-aware training).
     graph: None, "train" (ToolGraph with co-occurrence from the training queries, one per fold) or
@@ -80,6 +93,8 @@ class Variant:
     candidates: rerank the dense top-``n_candidates`` only; the rest of the pool follows in dense order.
     tables: where the row appears: "main" (Tables 2/3/5), "stress" (Table 7), "exposure" (Table 6),
       "edges" (Table 4).
+    opt_in: left out of a sweep unless named (or the keyword "ce" is given): the cross-encoder rows, which cost
+      tens of minutes per benchmark on a CPU.
     paper_row: the paper's row this reproduces (None: beyond the paper). paper: the paper's numbers, keyed
       "<benchmark>" or "<benchmark>/<split>" (main table), "<benchmark>/context", "<benchmark>/stress",
       "<benchmark>/lambda=<λ>".
@@ -101,16 +116,20 @@ class Variant:
     edge_types: tuple[str, ...] | None = None
     candidates: bool = False
     rule_filter: bool = False
+    reranker: str | None = None
+    opt_in: bool = False
     tables: tuple[str, ...] = ("main",)
     paper_row: str | None = None
     paper: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.relevance not in ("head", "dense", "bm25", "hybrid", "rerank"):
-            raise ValueError(f"{self.name}: relevance must be head, dense, bm25, hybrid or rerank")
+        if self.relevance not in RELEVANCES:
+            raise ValueError(f"{self.name}: relevance must be one of {', '.join(RELEVANCES)}")
+        if (self.relevance == "reranker") != (self.reranker in BASELINE_RERANKERS):
+            raise ValueError(f"{self.name}: relevance 'reranker' takes a reranker of {sorted(BASELINE_RERANKERS)}")
         if self.tool_text not in ("description", "named") or self.first_stage not in ("dense", "hybrid"):
             raise ValueError(f"{self.name}: tool_text must be description|named, first_stage dense|hybrid")
-        if self.relevance in ("head", "rerank") and self.train not in TRAINING_RUNS:
+        if self.relevance in TRAINED_RELEVANCES and self.train not in TRAINING_RUNS:
             raise ValueError(f"{self.name}: needs a training run, one of {sorted(TRAINING_RUNS)}")
         if self.graph not in (None, "train", "registry"):
             raise ValueError(f"{self.name}: graph must be None, 'train' or 'registry'")
@@ -122,14 +141,14 @@ class Variant:
 
     def runs(self) -> set[str]:
         """Training runs this variant needs."""
-        out = {self.train} if (self.relevance in ("head", "rerank") or self.risk == "head") else set()
+        out = {self.train} if (self.relevance in TRAINED_RELEVANCES or self.risk in ("head", "ft_risk")) else set()
         return out | ({"risk_only"} if self.risk == "risk_only" else set())
 
     def spec(self) -> tuple:
         """What determines the variant's rankings (two variants with equal specs rank identically)."""
         return (self.relevance, self.tool_text, self.first_stage, self.lambdas, self.train if self.runs() else None,
                 self.risk, self.lam, self.lambda_sweep, self.trained_at_lambda, self.graph, self.edge_types,
-                self.candidates, self.rule_filter)
+                self.candidates, self.rule_filter, self.reranker)
 
     def paper_numbers(self, key: str) -> Mapping[str, float]:
         return self.paper.get(key, {})
@@ -226,24 +245,46 @@ VARIANTS: tuple[Variant, ...] = (
           ("cand100_", "", ", hybrid top-100 candidates", {"candidates": True}),
           ("cand100_", "_graph_rule", ", hybrid top-100 + ToolGraph + rule filter",
            {"candidates": True, "graph": "train", "rule_filter": True}))),
+    # ---- beyond the paper: the encoder itself fine-tuned per seed x fold, gated against the frozen one
+    *(Variant(f"ft_hybrid_risk{suffix}", "ft_hybrid", f"{_BEYOND}: hybrid over the tuned encoder (gated) − "
+              f"λ·f_risk (retrained on it){what}", relevance="ft_hybrid", tool_text="named", first_stage="hybrid",
+              train="tuned", risk="ft_risk", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, **kw)
+      for suffix, what, kw in (("", "", {}), ("_graph", " + ToolGraph", {"graph": "train"}),
+                               ("_graph_rule", " + ToolGraph + rule filter",
+                                {"graph": "train", "rule_filter": True, "tables": ("main", "stress", "exposure")}),
+                               ("_rule", " + rule filter", {"rule_filter": True}))),
+    # ---- beyond the paper, opt-in: a cross-encoder second stage, and the paper's general-purpose rerankers
+    *(Variant(f"ce_rerank_risk{suffix}", "ce", f"{_BEYOND}: cross-encoder (trained, gated) over the hybrid top 20 − "
+              f"λ·f_risk{what}", relevance="ce_rerank", tool_text="named", first_stage="hybrid", train="cross_encoder",
+              risk="risk_only", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, opt_in=True, **kw)
+      for suffix, what, kw in (("", "", {}), ("_graph_rule", " + ToolGraph + rule filter",
+                                               {"graph": "train", "rule_filter": True}))),
+    *(Variant(name, "reranker_baseline", f"general-purpose reranker {hub_id} over the dense top-100", relevance="reranker",
+              reranker=name, train=None, risk=None, opt_in=True, paper_row=f"{name} (general-purpose reranker)")
+      for name, hub_id in BASELINE_RERANKERS.items()),
 )
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
 assert len(BY_NAME) == len(VARIANTS), "variant names must be unique"
 
 
 def select_variants(names=None) -> tuple[Variant, ...]:
-    """The variants named (in declaration order); None or () = all. The keyword "paper" means the paper's
-    rows (``faithful``). Unknown names raise ValueError listing the known ones."""
+    """The variants named (in declaration order); None or () = all but the opt-in ones. Keywords: "paper", the
+    paper's rows (``faithful``, opt-in ones only when named); "all", every row but the opt-in ones; "ce", the
+    opt-in cross-encoder rows. Unknown names raise ValueError listing the known ones."""
     if not names:
-        return VARIANTS
+        names = ("all",)
     wanted = set()
     for n in names:
         if n == "paper":
-            wanted |= {v.name for v in VARIANTS if v.faithful}
+            wanted |= {v.name for v in VARIANTS if v.faithful and not v.opt_in}
+        elif n == "all":
+            wanted |= {v.name for v in VARIANTS if not v.opt_in}
+        elif n == "ce":
+            wanted |= {v.name for v in VARIANTS if v.opt_in}
         elif n in BY_NAME:
             wanted.add(n)
         else:
-            raise ValueError(f"unknown variant {n!r}; choose from 'paper', {', '.join(BY_NAME)}")
+            raise ValueError(f"unknown variant {n!r}; choose from 'paper', 'all', 'ce', {', '.join(BY_NAME)}")
     return tuple(v for v in VARIANTS if v.name in wanted)
 
 

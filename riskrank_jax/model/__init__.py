@@ -1,10 +1,12 @@
-"""Trainable models over frozen embeddings, and how they are trained and stored.
+"""Trainable models over frozen embeddings (and the encoder itself), and how they are trained and stored.
 
     heads.py       dual heads f_rel(q, t) and f_risk(t) as pure functions of a params dict
     train.py       every (seed, fold[, λ]) model of a run trained in one jitted program
     groups.py      the model axis split into byte-sized groups; vmap or lax.map over it
     checkpoints.py per-epoch orbax checkpoints, resumed or set aside when stale
     rerank.py      the correction reranker over a first stage (beyond the paper)
+    encoder_tune.py the encoder's top layers fine-tuned on (query, gold tool) pairs (beyond the paper)
+    cross_encoder.py a gated cross-encoder second stage over the first stage's top candidates (transformers Flax)
     risk_head.py   the stand-alone risk head for user registries (ships `demo_minilm_head.npz`)
 
 Why stacked params: one program trains and scores every model at once, and a model does not depend on its neighbours.

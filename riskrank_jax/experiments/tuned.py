@@ -1,0 +1,201 @@
+"""The tuned-encoder families (``ft_*`` rows): the sentence encoder itself fine-tuned per seed x fold.
+
+    tuned = fit_tuned_encoders(bench, emb, first_stages, cfg, encoder, ckpt_root)   # TunedModels
+    x = with_tuned(inputs, tuned, split)          # the split's tuned relevance and risk, [Q, S, N] each
+
+For every model m = (seed, fold): the top layers of the encoder are trained (``model.encoder_tune``) on the
+fold's training queries less a held-out share, with hard negatives from the fold's hybrid first stage; the
+tools (named texts and descriptions) and every query are embedded with the tuned layers; the zero-shot risk
+head is retrained on the tuned description embeddings. The gate: relevance ``(1 − γ)·hybrid_frozen + γ·hybrid_tuned``
+(the frozen hybrid with the fold's fusion weight over the named texts, the tuned one with its own weight chosen
+on the held-out queries, as the tuned cosine can need less BM25) with γ ∈ ``GATES`` chosen on the held-out
+queries by NDCG@5, ties to the smaller γ; γ = 0 is the frozen model, risk head included, so on held-out training queries
+no tuned row is below its frozen counterpart. Each model's arrays are saved next to its orbax checkpoint, so
+a second sweep neither trains nor recomputes the lower layers.
+
+Why gated per model: with a few hundred training queries a tuned encoder can lose to the frozen one, and a
+worse ranker must not win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from riskrank_jax import metrics
+from riskrank_jax.experiments.stages import risk_only_scores, short_hash
+from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, embed_states, hard_negatives, tune_encoder
+from riskrank_jax.retrieve.hybrid import choose_weight, fuse
+from riskrank_jax.runtime.progress import progress_bar
+
+GATES = (0.0, 0.25, 0.5, 0.75, 1.0)
+HARD_POOL = 40  # first-stage rows searched for each training query's hard negatives
+
+
+@dataclass(frozen=True)
+class TunedModels:
+    """Every seed x fold model m = s·F + f: gate [M], held-out NDCG@5 per gate [M, G], the fold's fusion weight
+    of the frozen hybrid [M] and of the tuned one (chosen on the held-out queries) [M], tool vectors (named
+    texts) [M, N, d], risk [M, N] (the frozen risk head's where γ = 0), query vectors {split: [M, Q, d]} (zeros
+    for the queries of other folds), and per model how it trained (``summary``)."""
+
+    config: TuneConfig
+    model_index: list
+    gate: np.ndarray
+    heldout_ndcg_by_gate: np.ndarray
+    weight: np.ndarray
+    tuned_weight: np.ndarray
+    tools: np.ndarray
+    risk: np.ndarray
+    queries: dict
+    summary: list
+
+
+def _ndcg5(scores, gold) -> float:
+    import jax.numpy as jnp
+
+    top = np.argsort(-np.asarray(scores), axis=1, kind="stable")[:, :5]
+    return float(np.asarray(metrics.ndcg_at_k(jnp.asarray(top), jnp.asarray(gold), k=5)).mean())
+
+
+def choose_gate(frozen, tuned, gold) -> tuple[float, list[float]]:
+    """(γ, held-out NDCG@5 per γ of ``GATES``) for relevance (1 − γ)·frozen + γ·tuned, [Q, N] each; ties: smaller γ."""
+    table = [round(_ndcg5((1 - g) * frozen + g * tuned, gold), 6) for g in GATES]
+    return GATES[int(np.argmax(table))], table
+
+
+def _texts(bench) -> tuple[list[str], dict]:
+    """Every text to embed once (named tools, descriptions, then unique queries) and each part's rows."""
+    texts = list(bench.tools.named_texts) + list(bench.tools.descriptions)
+    n = bench.tools.size
+    rows = {"named": np.arange(n), "description": n + np.arange(n)}
+    where: dict[str, int] = {}
+    for part, qs in [("train", bench.train), *bench.tests.items()]:
+        idx = []
+        for t in qs.texts:
+            if t not in where:
+                where[t] = len(texts)
+                texts.append(t)
+            idx.append(where[t])
+        rows[part] = np.asarray(idx, np.int64)
+    return texts, rows
+
+
+def _model_dir(cfg, bench, encoder_id: str, ckpt_root: Path) -> Path:
+    meta = [bench.name, bench.fingerprint(), encoder_id, cfg.tune.to_dict(), dataclasses.asdict(cfg.risk_head),
+            list(GATES)]
+    return Path(ckpt_root).resolve() / bench.name / f"tuned-{short_hash(meta)}"
+
+
+def heldout_split(train_mask, seed: int, fold: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(training ids, held-out ids) of a fold's training queries (bool [Q]), the held-out share drawn from
+    (seed, fold)."""
+    ids = np.flatnonzero(train_mask)
+    rng = np.random.default_rng([int(seed), int(fold)])
+    held = np.zeros(ids.size, bool)
+    held[rng.permutation(ids.size)[:max(1, int(round(fraction * ids.size)))]] = True
+    return ids[~held], ids[held]
+
+
+def _one_model(ctx: dict, seed: int, fold: int) -> dict:
+    """Train (or reuse) model (seed, fold) and return its arrays (see ``TunedModels``)."""
+    bench, fs, cfg, encoder = ctx["bench"], ctx["fs"], ctx["cfg"], ctx["encoder"]
+    path = ctx["dir"] / f"seed{seed}-fold{fold}"
+    saved = path / "arrays.npz"
+    if saved.is_file():
+        with np.load(saved) as z:
+            return {k: z[k] for k in z.files}
+    states, rows = ctx["states"](), ctx["rows"]
+    gold, w = np.asarray(bench.train.gold), float(fs.weights["named"][fold])
+    train_ids, held = heldout_split(np.asarray(bench.train_fold_mask)[fold], seed, fold, cfg.tune.heldout_fraction)
+    frozen_train = np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w))
+    hard = hard_negatives(frozen_train, gold, min(HARD_POOL, bench.tools.size - gold.shape[1]))
+    tuned = tune_encoder(encoder, states, rows["train"], rows["named"], gold, train_ids, hard, seed, cfg.tune,
+                         checkpoint_dir=path / "run", data_id=short_hash([bench.fingerprint(), encoder.model_id]),
+                         desc=f"[{bench.name}] tuning encoder seed {seed} fold {fold}")
+    test_rows = {split: rows[split][np.asarray(bench.test_fold[split]) == fold] for split in bench.tests}
+    need = np.unique(np.concatenate([rows["named"], rows["description"], rows["train"][held], *test_rows.values()]))
+    vec = np.zeros((states.size, states.states.shape[1]), np.float32)  # only the texts this model scores
+    vec[need] = embed_states(tuned, encoder, states, need)
+    t_named = vec[rows["named"]]
+    tuned_w, _ = choose_weight(vec[rows["train"]][held] @ t_named.T, fs.train_bm25_named[held], gold[held])
+    tuned_train = np.asarray(fuse(vec[rows["train"]][held] @ t_named.T, fs.train_bm25_named[held], tuned_w))
+    gate, table = choose_gate(frozen_train[held], tuned_train, gold[held])
+    risk = risk_only_scores(vec[rows["description"]], bench.tools.risk, (seed,), cfg.risk_head)[0]
+    out = {"gate": np.float32(gate), "table": np.asarray(table, np.float32), "weight": np.float32(w),
+           "tuned_weight": np.float32(tuned_w), "tools": t_named, "risk": risk.astype(np.float32),
+           "steps": np.int64(len(tuned.losses)), "seconds": np.float32(tuned.seconds),
+           "final_loss": np.float32(tuned.losses[-5:].mean()), "train_queries": np.int64(train_ids.size),
+           "heldout_queries": np.int64(held.size), **{f"q_{split}": vec[rows[split]] for split in bench.tests}}
+    tmp = path / "arrays.tmp.npz"
+    np.savez(tmp, **out)
+    tmp.replace(saved)  # written whole or not at all: a crash never leaves arrays that look complete
+    return out
+
+
+def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
+    """Every seed x fold tuned model of ``cfg.tune`` (see the module doc); ``fs``: the sweep's first stages."""
+    if hasattr(encoder, "load"):
+        encoder = encoder.load()  # a LazyEncoder: the weights are needed now
+    texts, rows = _texts(bench)
+    frozen_layers = encoder._shape.num_layers - cfg.tune.layers
+    cache: dict = {}
+
+    def states():
+        if "s" not in cache:
+            t0 = time.perf_counter()
+            cache["s"] = TextStates.build(encoder, texts, frozen_layers)
+            cache["seconds"] = time.perf_counter() - t0
+        return cache["s"]
+
+    ctx = {"bench": bench, "fs": fs, "cfg": cfg, "encoder": encoder, "states": states, "rows": rows,
+           "dir": _model_dir(cfg, bench, encoder.model_id, ckpt_root)}
+    index = [{"seed": int(s), "fold": int(f)} for s in cfg.seeds for f in range(bench.n_folds)]
+    per = [_one_model(ctx, m["seed"], m["fold"]) for m in index]
+    frozen_risk = np.asarray(risk_only_scores(emb["tools"], bench.tools.risk, cfg.seeds, cfg.risk_head))
+    n_f = bench.n_folds
+    risk = np.stack([p["risk"] if float(p["gate"]) > 0 else frozen_risk[i // n_f] for i, p in enumerate(per)])
+    summary = [{**m, "gate": float(p["gate"]), "tuned_weight": float(p["tuned_weight"]), "steps": int(p["steps"]), "seconds": round(float(p["seconds"]), 1),
+                "final_loss": round(float(p["final_loss"]), 4), "train_queries": int(p["train_queries"]),
+                "heldout_queries": int(p["heldout_queries"])} for m, p in zip(index, per)]
+    if "seconds" in cache:
+        summary.append({"lower_layer_states_seconds": round(cache["seconds"], 1)})
+    return TunedModels(cfg.tune, index, np.array([p["gate"] for p in per]), np.stack([p["table"] for p in per]),
+                       np.array([p["weight"] for p in per]), np.array([p["tuned_weight"] for p in per]),
+                       np.stack([p["tools"] for p in per]), risk,
+                       {split: np.stack([p[f"q_{split}"] for p in per]) for split in bench.tests}, summary)
+
+
+def with_tuned(x, tuned: TunedModels, split: str, n_seeds: int):
+    """``x`` (SplitInputs with its first stages) with the tuned relevance and risk of ``split`` as
+    first[("ft_hybrid", "named")] and first[("ft_risk", "named")], [Q, S, N] each (query axis first, so query
+    chunks slice them): each query under its fold's model of every seed."""
+    fold = np.asarray(x.fold)
+    n_q, n_t = fold.size, tuned.tools.shape[1]
+    n_f = tuned.gate.size // n_seeds
+    dense, bm25 = x.first["dense", "named"], x.first["bm25", "named"]
+    rel = np.zeros((n_q, n_seeds, n_t), np.float32)
+    risk = np.zeros_like(rel)
+    for m in range(tuned.gate.size):
+        s, f = divmod(m, n_f)
+        idx = np.flatnonzero(fold == f)
+        w, g = tuned.weight[m], float(tuned.gate[m])
+        frozen = np.asarray(fuse(dense[idx], bm25[idx], w))
+        if g > 0:
+            q = tuned.queries[split][m][idx]
+            frozen = (1 - g) * frozen + g * np.asarray(fuse(q @ tuned.tools[m].T, bm25[idx], tuned.tuned_weight[m]))
+        rel[idx, s] = frozen
+        risk[idx, s] = tuned.risk[m]
+    return dataclasses.replace(x, first={**x.first, ("ft_hybrid", "named"): rel, ("ft_risk", "named"): risk})
+
+
+def tuned_summary(tuned: TunedModels) -> dict:
+    """results.json "tuned_encoder": the configuration, and per model its gate, held-out NDCG@5 of every gate and
+    how it trained."""
+    return {"config": tuned.config.to_dict(), "gates": list(GATES), "models": tuned.summary,
+            "heldout_ndcg@5_by_gate": np.round(tuned.heldout_ndcg_by_gate, 4).tolist(),
+            "kept_tuned": int((tuned.gate > 0).sum()), "of": int(tuned.gate.size)}

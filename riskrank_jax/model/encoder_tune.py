@@ -1,0 +1,395 @@
+"""Fine-tuning the sentence encoder itself: the top transformer layers, trained on (query, gold tool text) pairs.
+
+    states = TextStates.build(encoder, texts, frozen_layers)           # lower layers run once, cached
+    tuned = tune_encoder(encoder, states, queries, gold, tools, hard, seed, TuneConfig())
+    t_emb = embed_states(tuned, states, tool_rows)                        # [N, d], the tuned encoder's vectors
+    save_tuned_encoder(encoder, tuned, "my_ranker/encoder")               # a Hugging Face BERT directory
+
+Loss: an in-batch softmax over cosine / τ — each query against its sampled gold tool, the other queries' gold
+tools and ``hard_negatives`` hard negatives per query from the first stage's best non-gold tools; a query's other
+gold tools are masked out of its softmax. Optimiser: AdamW with a linear warm-up and decay, gradients clipped
+to norm 1. Deterministic for a seed: the whole batch schedule is drawn up front from the seed, so a run resumed
+from its orbax checkpoint (every ``checkpoint_every`` steps) takes the same steps as one that never stopped.
+
+What is trained: the top ``TuneConfig.layers`` transformer layers; the embeddings and the layers below stay
+frozen and their token states are computed once (``Encoder.lower_states``). Why: on this 2-core CPU one step
+through all six layers of all-MiniLM-L6-v2 costs 6.7x one through the top layer alone (3.18 s against 0.47 s
+for 96 texts of 32 tokens, ``benchmarks/encoder_tune.py``), and the training sets are a few thousand pairs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from riskrank_jax.encode.bert import pool_segments, run_layers, segment_attention
+from riskrank_jax.errors import RiskRankError
+from riskrank_jax.runtime.progress import progress_bar
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """layers: top transformer layers trained (the rest frozen); epochs over the training queries; batch: queries
+    per step; hard_negatives per query, drawn from the first stage's ``hard_pool`` best non-gold tools; lr: AdamW's
+    peak learning rate (warm-up over ``warmup`` of the steps, then linear decay to 0); temperature τ of the
+    softmax over cosines; max_query_tokens / max_tool_tokens: training view of a text (its first tokens; the
+    final embeddings always use every token); heldout_fraction: training queries kept out to choose the gate."""
+
+    layers: int = 2
+    epochs: int = 2
+    batch: int = 32
+    hard_negatives: int = 1
+    hard_pool: int = 10
+    lr: float = 2e-4
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    temperature: float = 0.05
+    max_query_tokens: int = 64
+    max_tool_tokens: int = 64
+    heldout_fraction: float = 0.2
+    checkpoint_every: int = 50
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TextStates:
+    """Token states of texts after the frozen layers: states float32 [T + 1, d] (last row zeros, for padding),
+    offsets int64 [n + 1]; ``frozen_layers`` of ``encoder_id`` produced them."""
+
+    states: np.ndarray
+    offsets: np.ndarray
+    frozen_layers: int
+    encoder_id: str
+
+    @staticmethod
+    def build(encoder, texts, frozen_layers: int, *, progress: bool | None = None) -> "TextStates":
+        states, offsets = encoder.lower_states(list(texts), frozen_layers, progress=progress)
+        return TextStates(states, offsets, int(frozen_layers), encoder.model_id)
+
+    @property
+    def size(self) -> int:
+        return int(self.offsets.size - 1)
+
+    def lengths(self, idx=None) -> np.ndarray:
+        """Tokens of each text (of ``idx``, default all) int64 [n]."""
+        idx = np.arange(self.size) if idx is None else np.asarray(idx, np.int64)
+        return self.offsets[idx + 1] - self.offsets[idx]
+
+    def rows(self, idx, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """(token index int32 [B, width] into ``states``, segment ids int32 [B, width]: 1 on tokens, 0 on padding)
+        of the texts ``idx``, one per row, each cut to its first ``width`` tokens; an index of −1 is an empty row."""
+        idx = np.asarray(idx, np.int64)
+        empty = idx < 0
+        idx = np.where(empty, 0, idx)
+        lens = np.where(empty, 0, np.minimum(self.lengths(idx), int(width)))
+        cols = np.arange(int(width))[None, :]
+        inside = cols < lens[:, None]
+        tok = np.where(inside, self.offsets[idx][:, None] + cols, self.states.shape[0] - 1)
+        return tok.astype(np.int32), inside.astype(np.int32)
+
+
+@dataclass(frozen=True)
+class TunedEncoder:
+    """The trained top layers of an encoder: ``top`` (packed layer dicts, numpy), with how they were trained."""
+
+    top: tuple
+    base_id: str
+    frozen_layers: int
+    pooling: str
+    normalize: bool
+    config: TuneConfig
+    seed: int
+    losses: np.ndarray
+    seconds: float
+
+    @staticmethod
+    def untrained(encoder, layers: int) -> "TunedEncoder":
+        """The encoder's own top ``layers`` layers, as a TunedEncoder (what training starts from)."""
+        n = encoder._shape.num_layers
+        top = tuple(_numpy_tree(lp) for lp in encoder._params["layers"][n - int(layers):])
+        return TunedEncoder(top, encoder.model_id, n - int(layers), encoder.pooling, encoder.normalize,
+                            TuneConfig(layers=int(layers), epochs=0), 0, np.zeros(0, np.float32), 0.0)
+
+    @property
+    def tuned_id(self) -> str:
+        """The tuned encoder's id: the base id and a hash of the trained weights (embeddings are cached under it)."""
+        h = hashlib.sha256()
+        for lp in self.top:
+            for name in sorted(lp):
+                for a in lp[name]:
+                    h.update(np.ascontiguousarray(a, np.float32).tobytes())
+        return f"{self.base_id}+tuned{self.frozen_layers}@{h.hexdigest()[:16]}"
+
+
+def _encode_top(top, states, tok, seg, shape, pooling: str, normalize: bool):
+    """Sentence vectors [B, d] of texts given as token indices into the frozen states (see ``TextStates.rows``)."""
+    import jax.numpy as jnp
+
+    from riskrank_jax.scoring import l2_normalise
+
+    x = run_layers(top, states[tok], segment_attention(seg), shape)
+    v = pool_segments(x, seg, 1, pooling)[:, 0]
+    return l2_normalise(v) if normalize else v.astype(jnp.float32)
+
+
+def _loss(top, states, q, t, exclude, shape, pooling, normalize, temperature):
+    """In-batch softmax cross-entropy: query i's label is tool column i; ``exclude`` [Bq, Bt] masks out a query's
+    other gold tools."""
+    import jax.numpy as jnp
+    import optax
+
+    qv = _encode_top(top, states, *q, shape, pooling, normalize)
+    tv = _encode_top(top, states, *t, shape, pooling, normalize)
+    logits = jnp.where(exclude, -1e9, (qv @ tv.T) / temperature)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.arange(qv.shape[0])).mean()
+
+
+def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The whole training schedule, drawn from ``seed``: per step (query ids [Bq], tool ids [Bq · (1 + h)]: the
+    queries' sampled gold tools, then their hard negatives). gold int [Q, G] (−1 pad); hard int [Q, P]: each
+    query's first-stage best non-gold tools. The last partial batch of an epoch is dropped when one is full."""
+    rng = np.random.default_rng(seed)
+    train_idx = np.asarray(train_idx, np.int64)
+    bq = min(int(config.batch), train_idx.size)
+    steps = []
+    for _ in range(int(config.epochs)):
+        order = rng.permutation(train_idx)
+        for s in range(0, order.size - bq + 1, bq):
+            qs = order[s:s + bq]
+            pos = np.array([rng.choice(gold[q][gold[q] >= 0]) for q in qs], np.int64)
+            pool = hard[qs, :max(1, min(config.hard_pool, hard.shape[1]))]
+            neg = np.stack([rng.choice(row, size=config.hard_negatives, replace=False) for row in pool])
+            steps.append((qs, np.concatenate([pos, neg.reshape(-1)])))
+    return steps
+
+
+def hard_negatives(first_stage, gold, n: int) -> np.ndarray:
+    """int [Q, n]: each query's ``n`` best non-gold tools under ``first_stage`` [Q, N] (gold int [Q, G], −1 pad).
+    Here (not in experiments/) so that the sweep and ``riskrank-jax fit --tune-encoder`` draw them one way."""
+    top = np.argsort(-np.asarray(first_stage), axis=1, kind="stable")[:, :n + gold.shape[1]]
+    out = np.empty((top.shape[0], n), np.int64)
+    for q, row in enumerate(top):
+        out[q] = row[~np.isin(row, gold[q])][:n]
+    return out
+
+
+def _exclude_mask(gold, qs, tools) -> np.ndarray:
+    """bool [Bq, Bt]: tool column j is a gold tool of query i other than its label column i."""
+    gold_sets = [set(gold[q][gold[q] >= 0].tolist()) for q in qs]
+    mask = np.array([[int(t) in g for t in tools] for g in gold_sets], bool)
+    mask[np.arange(len(qs)), np.arange(len(qs))] = False
+    return mask
+
+
+def _optimizer(config: TuneConfig, total_steps: int):
+    import optax
+
+    warm = max(1, int(round(config.warmup * total_steps)))
+    schedule = optax.join_schedules([optax.linear_schedule(0.0, config.lr, warm),
+                                     optax.linear_schedule(config.lr, 0.0, max(1, total_steps - warm))], [warm])
+    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=config.weight_decay))
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig, total_steps: int):
+    """The jitted train step (top, opt_state, states, q, t, exclude) -> (top, opt_state, loss), one per model shape
+    and configuration (so repeated runs of one configuration compile once)."""
+    import jax
+    import optax
+
+    opt = _optimizer(config, total_steps)
+    loss = functools.partial(_loss, shape=shape, pooling=pooling, normalize=normalize, temperature=config.temperature)
+
+    def step(top, opt_state, states, q, t, exclude):
+        value, grads = jax.value_and_grad(loss)(top, states, q, t, exclude)
+        updates, opt_state = opt.update(grads, opt_state, top)
+        return optax.apply_updates(top, updates), opt_state, value
+
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_encode(shape, pooling: str, normalize: bool):
+    import jax
+
+    return jax.jit(functools.partial(_encode_top, shape=shape, pooling=pooling, normalize=normalize))
+
+
+def _run_store(checkpoint_dir, encoder, config: TuneConfig, seed: int, n_steps: int, data_id: str):
+    from riskrank_jax.model.checkpoints import RunStore
+
+    run_config = {"kind": "encoder-tune", "encoder": encoder.model_id, "seed": int(seed),
+                  "train_config": {**config.to_dict(), "epochs": n_steps}}  # RunStore counts save points as epochs
+    return RunStore(checkpoint_dir, run_config, data_id)
+
+
+def _open_store(store, state: dict):
+    """(store, steps done, state): the saved state of a resumed run, or ``state`` for a new one."""
+    import jax
+
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype), state)
+    _, done, saved = store.open(abstract)
+    store.begin()
+    return store, done, saved if saved is not None else state
+
+
+def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train_idx, hard, seed: int,
+                 config: TuneConfig = TuneConfig(), *, checkpoint_dir=None, data_id: str | None = None,
+                 progress: bool = True, desc: str = "tuning encoder", max_steps: int | None = None) -> TunedEncoder:
+    """Train the top ``config.layers`` layers of ``encoder`` on the queries ``train_idx``.
+
+    states: ``TextStates`` of the query and tool texts after the frozen layers (frozen_layers = num_layers −
+    config.layers); query_rows int [Q] / tool_rows int [N]: each query's / tool's text in ``states``; gold int
+    [Q, G] (−1 pad); hard int [Q, P]: each query's first-stage best non-gold tools. checkpoint_dir: an orbax run
+    directory (``model.checkpoints.RunStore``): a killed run resumes there, a finished one is returned untrained.
+    max_steps: stop after this many steps of the schedule (a time-boxed run: with a checkpoint_dir, a later call
+    continues where it stopped and ends where an uninterrupted run would); the result holds the layers so far.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    n_layers = encoder._shape.num_layers
+    if states.frozen_layers != n_layers - config.layers or states.encoder_id != encoder.model_id:
+        raise RiskRankError(f"the cached states are of layer {states.frozen_layers} of {states.encoder_id}; "
+                            f"training the top {config.layers} layers of {encoder.model_id} needs layer "
+                            f"{n_layers - config.layers}")
+    gold, query_rows, tool_rows = np.asarray(gold), np.asarray(query_rows), np.asarray(tool_rows)
+    schedule = batch_schedule(gold, train_idx, np.asarray(hard), seed, config)
+    if not schedule:
+        raise RiskRankError("no training step: fewer training queries than one batch")
+    top = [jax.tree.map(np.asarray, lp) for lp in encoder._params["layers"][n_layers - config.layers:]]
+    state = {"top": top, "opt": _optimizer(config, len(schedule)).init(top), "losses": np.zeros(len(schedule), np.float32)}
+    store, done = None, 0
+    if checkpoint_dir is not None:
+        data_id = data_id or hashlib.sha256(json.dumps([gold.tolist(), list(map(int, train_idx))]).encode()).hexdigest()
+        store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, seed, len(schedule),
+                                                    data_id[:16]), state)
+    q_width = _width(states.lengths(query_rows[train_idx]), config.max_query_tokens)
+    t_width = _width(states.lengths(tool_rows), config.max_tool_tokens)  # fixed: the step compiles once
+    t0 = time.perf_counter()
+    step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config, len(schedule))
+    top, opt_state = jax.tree.map(jnp.asarray, state["top"]), jax.tree.map(jnp.asarray, state["opt"])
+    dev_states = jnp.asarray(states.states)
+    losses = np.array(state["losses"], np.float32)
+    bar = progress_bar(enabled=progress and done < len(schedule), total=len(schedule), initial=done, unit="step",
+                       desc=desc, leave=False)
+    try:
+        for i in range(done, len(schedule) if max_steps is None else min(len(schedule), int(max_steps))):
+            qs, tools = schedule[i]
+            q, t = states.rows(query_rows[qs], q_width), states.rows(tool_rows[tools], t_width)
+            with jax.default_matmul_precision(encoder.precision):
+                top, opt_state, loss = step(top, opt_state, dev_states, q, t, _exclude_mask(gold, qs, tools))
+            losses[i] = float(loss)
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[i]:.3f}")
+            if store is not None and ((i + 1) % config.checkpoint_every == 0 or i + 1 == len(schedule)):
+                store.save_epoch(i + 1, {"top": jax.tree.map(np.asarray, top),
+                                         "opt": jax.tree.map(np.asarray, opt_state), "losses": losses})
+    finally:
+        bar.close()
+    if store is not None and (max_steps is None or max_steps >= len(schedule)):
+        store.complete()
+    elif store is not None:
+        store.close()
+    return TunedEncoder(tuple(jax.tree.map(np.asarray, list(top))), encoder.model_id, n_layers - config.layers,
+                        encoder.pooling, encoder.normalize, config, int(seed), losses, time.perf_counter() - t0)
+
+
+def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batch: int = 256) -> np.ndarray:
+    """float32 [n, d]: the tuned encoder's vectors of the texts ``rows`` of ``states`` (all their tokens)."""
+    import jax
+    import jax.numpy as jnp
+
+    rows = np.asarray(rows, np.int64)
+    out = np.empty((rows.size, states.states.shape[1]), np.float32)
+    run = _compiled_encode(encoder._shape, tuned.pooling, tuned.normalize)
+    top, dev = jax.tree.map(jnp.asarray, list(tuned.top)), jnp.asarray(states.states)
+    lens = states.lengths(rows)
+    order = np.argsort(lens, kind="stable")  # similar lengths share a batch: little padding
+    for s in range(0, rows.size, batch):
+        sel = order[s:s + batch]
+        width = 1 << max(3, int(lens[sel].max() - 1).bit_length())  # 8, 16, 32, ...: few shapes compile
+        tok, seg = states.rows(np.concatenate([rows[sel], np.full(batch - sel.size, -1)]), width)
+        with jax.default_matmul_precision(encoder.precision):
+            out[sel] = np.asarray(run(top, dev, tok, seg))[:sel.size]
+    return out
+
+
+def _width(lengths, cap: int) -> int:
+    """The row width of a training view: the longest text, at most ``cap``, rounded up to a multiple of 8."""
+    return max(8, -(-min(int(np.max(lengths, initial=1)), int(cap)) // 8) * 8)
+
+
+def _torch_layout(layers, emb) -> dict[str, np.ndarray]:
+    """Packed BERT params (``encode.bert.pack_params``) -> transformers' PyTorch state-dict names and layouts
+    (Linear weights [out, in]), the format every BERT loader reads."""
+    out = {"embeddings.word_embeddings.weight": emb["word"], "embeddings.position_embeddings.weight": emb["pos"],
+           "embeddings.LayerNorm.weight": emb["ln"][0], "embeddings.LayerNorm.bias": emb["ln"][1]}
+    for i, lp in enumerate(layers):
+        base, h = f"encoder.layer.{i}.", lp["qkv"][0].shape[0]
+        for j, name in enumerate(("query", "key", "value")):
+            out[f"{base}attention.self.{name}.weight"] = lp["qkv"][0][:, j * h:(j + 1) * h].T
+            out[f"{base}attention.self.{name}.bias"] = lp["qkv"][1][j * h:(j + 1) * h]
+        for key, name in (("att_out", "attention.output.dense"), ("ffn_in", "intermediate.dense"),
+                          ("ffn_out", "output.dense")):
+            out[f"{base}{name}.weight"], out[f"{base}{name}.bias"] = lp[key][0].T, lp[key][1]
+        for key, name in (("att_ln", "attention.output.LayerNorm"), ("ffn_ln", "output.LayerNorm")):
+            out[f"{base}{name}.weight"], out[f"{base}{name}.bias"] = lp[key]
+    return {k: np.ascontiguousarray(v, np.float32) for k, v in out.items()}
+
+
+def save_tuned_encoder(encoder, tuned: TunedEncoder, out_dir) -> Path:
+    """Write the tuned encoder as a Hugging Face BERT directory (config, tokenizer and sentence-transformers files
+    copied from the base model; ``model.safetensors`` in PyTorch layout; ``riskrank_tune.json`` says how it was
+    trained), which ``encode.encoder.load_encoder`` (and transformers or sentence-transformers) loads as it is."""
+    from safetensors.numpy import save_file
+
+    if tuned.base_id != encoder.model_id:
+        raise RiskRankError(f"the tuned layers belong to {tuned.base_id}, not to {encoder.model_id}")
+    out = Path(out_dir)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(encoder.model_dir, tmp, ignore=shutil.ignore_patterns(
+        "*.safetensors", "*.bin", "*.msgpack", "*.h5", "*.onnx", "onnx", "openvino", "*.safetensors.index.json",
+        "README.md"))
+    p = encoder._params
+    layers = [*_numpy_tree(p["layers"][:tuned.frozen_layers]), *tuned.top]
+    emb = _numpy_tree(p["emb"])
+    tensors = _torch_layout(layers, emb)
+    tensors["embeddings.token_type_embeddings.weight"] = _token_types(encoder)
+    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    (tmp / "riskrank_tune.json").write_text(json.dumps({
+        "base_encoder": tuned.base_id, "tuned_id": tuned.tuned_id, "frozen_layers": tuned.frozen_layers,
+        "seed": tuned.seed, "config": tuned.config.to_dict(), "final_loss": float(tuned.losses[-1]),
+        "seconds": round(tuned.seconds, 1)}, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _numpy_tree(tree):
+    """The tree with numpy float32 leaves."""
+    import jax
+
+    return jax.tree.map(lambda a: np.asarray(a, np.float32), tree)
+
+
+def _token_types(encoder) -> np.ndarray:
+    """The base model's token-type embeddings [types, d] (the packed params keep only row 0)."""
+    from safetensors import safe_open
+
+    for f in sorted(Path(encoder.model_dir).glob("*.safetensors")):
+        with safe_open(str(f), framework="numpy") as st:
+            for k in st.keys():
+                if k.endswith("token_type_embeddings.weight") or k.endswith("token_type_embeddings.embedding"):
+                    return np.asarray(st.get_tensor(k), np.float32)
+    return encoder._params["emb"]["type0"][None].astype(np.float32)

@@ -1,0 +1,302 @@
+"""The cross-encoder second stage (riskrank_jax/model/cross_encoder.py) on tiny random BERT / T5 models built
+here: loading equals transformers' own forward, training on a tiny word-matching task beats the untrained
+model on held-out queries, checkpoints resume and are reused, the gate keeps the first stage at γ = 0."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from riskrank_jax.errors import RiskRankError
+from riskrank_jax.model import cross_encoder as cem
+from riskrank_jax.retrieve.hybrid import zscore
+
+KEYWORDS = [f"key{i}" for i in range(40)]
+FILLER = ["please", "the", "an", "tool", "for", "to", "of", "and", "find", "get", "make", "run", "list", "show",
+          "data", "file", "user", "item", "report", "value", "service", "with", "my", "all", "new", "old"]
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz0123456789")
+         + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"] + FILLER + KEYWORDS
+         + [f"word{i}" for i in range(60)])
+N_TOOLS, N_QUERIES = 30, 40
+
+
+def _random_params(model, seed: int):
+    """Random params over the model's shape tree (no transformers init, which compiles for seconds)."""
+    from flax.traverse_util import flatten_dict, unflatten_dict
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for key, s in flatten_dict(model.params_shape_tree).items():
+        norm = key[-1] == "scale" or (key[-1] == "weight" and "layer_norm" in "/".join(key))
+        base = 1.0 if norm else 0.0
+        out[key] = (base + 0.2 * rng.standard_normal(s.shape)).astype(np.float32)
+    return unflatten_dict(out)
+
+
+def _bert_config(**kw):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=64, **kw)
+
+
+def _save_tokenizer(d: Path):
+    from transformers import BertTokenizerFast
+
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    BertTokenizerFast(vocab_file=str(d / "vocab.txt")).save_pretrained(str(d))
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory):
+    """A FlaxBertForSequenceClassification (num_labels=1) saved with save_pretrained, and its params."""
+    from transformers import FlaxBertForSequenceClassification
+
+    d = tmp_path_factory.mktemp("ce") / "classifier"
+    _save_tokenizer(d)
+    model = FlaxBertForSequenceClassification(_bert_config(num_labels=1), _do_init=False)
+    params = _random_params(model, 1)
+    model.save_pretrained(str(d), params=params)
+    return d, model, params
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """A bi-encoder FlaxBertModel directory (safetensors) with the tiny vocabulary."""
+    from transformers import FlaxBertModel
+
+    d = tmp_path_factory.mktemp("ce") / "encoder"
+    _save_tokenizer(d)
+    model = FlaxBertModel(_bert_config(), _do_init=False)
+    params = _random_params(model, 2)
+    model.save_pretrained(str(d), params=params, safe_serialization=True)
+    return d, params
+
+
+@pytest.fixture(scope="module")
+def task():
+    """40 queries over 30 tools; a query shares its keyword with its one gold tool; the first stage is noise
+    plus a bump at the gold tool (gold mostly in the top 20, rarely first)."""
+    rng = np.random.default_rng(0)
+    tools = [f"{KEYWORDS[t]} {rng.choice(FILLER)} {rng.choice(FILLER)} tool" for t in range(N_TOOLS)]
+    gold = rng.integers(0, N_TOOLS, N_QUERIES)
+    queries = [f"{rng.choice(FILLER)} {KEYWORDS[g]} {rng.choice(FILLER)}" for g in gold]
+    first = rng.standard_normal((N_QUERIES, N_TOOLS)).astype(np.float32)
+    first[np.arange(N_QUERIES), gold] += 1.0
+    return queries, gold[:, None].astype(np.int32), tools, first
+
+
+CONFIG = cem.CrossEncoderConfig(top=20, epochs=12, batch=8, negatives=4, negative_pool=19, lr=3e-3,
+                                heldout_fraction=0.2, checkpoint_every=24, score_batch=80)
+
+
+@pytest.fixture(scope="module")
+def trained(encoder_dir, task, tmp_path_factory):
+    ce0 = cem.init_from_encoder(encoder_dir[0])
+    ckpt = tmp_path_factory.mktemp("ce-ckpt") / "run"
+    queries, gold, tools, first = task
+    tuned, report = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+                                            progress=False)
+    return ce0, tuned, report, ckpt
+
+
+def _gold_rank_mean(ce, task, rows):
+    """Mean rank (0 = first) of the gold tool among each query's candidates by the CE alone, over the
+    queries of ``rows`` whose gold tool is a candidate."""
+    queries, gold, tools, first = task
+    cand = cem.candidates(first, CONFIG.top)[rows]
+    s = cem.ce_scores_for(ce, [queries[q] for q in rows], tools, cand, batch_size=CONFIG.score_batch,
+                          progress=False)
+    ranks = [int((s[i] > s[i][cand[i] == gold[q, 0]]).sum()) for i, q in enumerate(rows) if gold[q, 0] in cand[i]]
+    return float(np.mean(ranks))
+
+
+# ---- (a) a saved sequence-classification model scores as transformers' own forward
+
+
+def test_loaded_classifier_equals_transformers_forward(classifier_dir):
+    d, model, params = classifier_dir
+    ce = cem.load_cross_encoder(d)
+    assert ce.kind == "classifier" and ce.max_tokens == 64  # capped at the position table
+    queries = ["please key1 the data", "find key2", "key3 report for my user with all new items and values"]
+    texts = ["key1 tool for data", "key7 service", "key3 list of reports"]
+    got = ce.score_pairs(queries, texts, batch_size=4)
+    enc = ce.tokenizer(queries, texts, truncation="longest_first", max_length=64, padding=True, return_tensors="np")
+    forward = jax.jit(lambda p, i, m, t: model(i, attention_mask=m, token_type_ids=t, params=p).logits[:, 0])
+    want = forward(params, enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    assert got.dtype == np.float32 and got.shape == (3,)
+    np.testing.assert_allclose(got, np.asarray(want), atol=1e-5)
+    again = ce.score_pairs([queries[i] for i in (2, 0, 1)], [texts[i] for i in (2, 0, 1)], batch_size=4)
+    np.testing.assert_array_equal(again, got[[2, 0, 1]])  # results come back in the input order
+
+
+def test_monot5_scores_true_minus_false_at_the_first_decoder_step(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import FlaxT5ForConditionalGeneration, PreTrainedTokenizerFast, T5Config
+
+    words = ["Query:", "Document:", "Relevant:", "true", "false"] + FILLER + KEYWORDS
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"▁{w}": i + 3 for i, w in enumerate(words)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+    cem.flax_t5_compat()  # transformers' FlaxT5 calls jnp.clip(a_max=...), which this jax removed
+    cfg = T5Config(vocab_size=len(vocab), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = FlaxT5ForConditionalGeneration(cfg, _do_init=False)
+    params = _random_params(model, 3)
+    model.save_pretrained(str(tmp_path), params=params)
+    tok.save_pretrained(str(tmp_path))
+    ce = cem.load_cross_encoder(tmp_path)
+    assert ce.kind == "monot5"
+    queries, texts = ["please key1", "key2 the data"], ["key1 tool for data", "key5 service"]
+    got = ce.score_pairs(queries, texts)
+    enc = tok([f"Query: {q} Document: {d} Relevant:" for q, d in zip(queries, texts)], padding=True,
+              return_tensors="np")
+    forward = jax.jit(lambda p, i, m: model(i, attention_mask=m, decoder_input_ids=jnp.zeros((2, 1), jnp.int32),
+                                            params=p).logits[:, 0])
+    logits = forward(params, enc["input_ids"], enc["attention_mask"])
+    np.testing.assert_allclose(got, np.asarray(logits[:, vocab["▁true"]] - logits[:, vocab["▁false"]]), atol=1e-5)
+
+
+# ---- (b) a cross-encoder initialised from a bi-encoder, trained, checkpointed
+
+
+def test_init_from_encoder_takes_the_encoders_weights_and_a_seeded_head(encoder_dir, trained):
+    from flax.traverse_util import flatten_dict
+
+    d, enc_params = encoder_dir
+    ce0 = trained[0]
+    flat, want = flatten_dict(ce0.params), flatten_dict(enc_params)
+    for key, arr in want.items():
+        np.testing.assert_array_equal(np.asarray(flat[("bert",) + key]), arr)
+    assert flat[("classifier", "kernel")].shape == (32, 1) and ce0.kind == "classifier"
+    again = cem.init_from_encoder(d)
+    np.testing.assert_array_equal(again.params["classifier"]["kernel"], ce0.params["classifier"]["kernel"])
+    other = cem.init_from_encoder(d, seed=1)
+    assert not np.array_equal(other.params["classifier"]["kernel"], ce0.params["classifier"]["kernel"])
+
+
+def test_training_lowers_the_loss_and_beats_the_untrained_model_on_heldout_queries(trained, task):
+    ce0, tuned, report, _ = trained
+    losses = np.asarray(report["losses"]).reshape(CONFIG.epochs, -1).mean(1)  # per epoch
+    assert losses[-1] < 0.6 * losses[0], losses
+    held = report["heldout_queries"]
+    assert len(held) == 8 and not set(held) & set(report["train_queries"])
+    assert _gold_rank_mean(tuned, task, held) < _gold_rank_mean(ce0, task, held)
+    assert report["steps"] == report["steps_run"] == 48 and report["resumed_from"] == 0
+    assert report["train_pairs"] == 48 * 8 * 5
+    table = report["heldout_ndcg@5_by_gate"]
+    assert sorted(table) == list(CONFIG.gates) and report["gate"] == cem.choose_gate(table)
+    queries, gold, tools, first = task
+    cand = cem.candidates(first, CONFIG.top)[held]
+    s = cem.ce_scores_for(tuned, [queries[q] for q in held], tools, cand, batch_size=CONFIG.score_batch)
+    assert cem.gate_table(first[held], cand, s, gold[held], CONFIG.gates) == table
+
+
+def test_a_finished_checkpoint_is_reused_and_a_killed_run_resumes(trained, task):
+    ce0, tuned, report, ckpt = trained
+    queries, gold, tools, first = task
+    same, rep2 = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+                                         progress=False)
+    assert rep2["steps_run"] == 0 and rep2["losses"] == report["losses"]
+    jax.tree.map(np.testing.assert_array_equal, same.params, tuned.params)
+    # what a kill after the checkpoint at step 24 leaves: run.json "running" at 24, no later state
+    run = json.loads((ckpt / "run.json").read_text())
+    (ckpt / "run.json").write_text(json.dumps({**run, "status": "running", "epochs_done": 24}))
+    shutil.rmtree(ckpt / "state" / "48")
+    resumed, rep3 = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+                                            progress=False)
+    assert rep3["resumed_from"] == 24 and rep3["steps_run"] == 24 and rep3["losses"] == report["losses"]
+    jax.tree.map(np.testing.assert_array_equal, resumed.params, tuned.params)
+
+
+def test_training_plan_lists_positives_then_first_stage_negatives(task):
+    _, gold, _, first = task
+    cand = cem.candidates(first, CONFIG.top)
+    cfg = cem.CrossEncoderConfig(epochs=2, batch=8, negatives=4)
+    plan = cem.training_plan(gold, cand, np.arange(32), 5, cfg)
+    assert plan["tools"].shape == (8, 8, 5) and (plan["queries"] >= 0).all()
+    for s, r in np.ndindex(*plan["queries"].shape):
+        q = plan["queries"][s, r]
+        row, pos = plan["tools"][s, r], plan["positive"][s, r]
+        assert list(row[pos]) == [gold[q, 0]] and pos[0] and not pos[1:].any()
+        assert list(row[1:]) == [t for t in cand[q] if t != gold[q, 0]][:4]  # the best non-gold
+    again = cem.training_plan(gold, cand, np.arange(32), 5, cfg)
+    assert all(np.array_equal(plan[k], again[k]) for k in plan)
+    assert sorted(plan["queries"][:4].reshape(-1)) == list(range(32))  # one epoch covers every query once
+
+
+# ---- (c) candidates and the gate
+
+
+def test_rerank_relevance_keeps_the_first_stage_at_gamma_zero_and_the_candidates_scale():
+    rng = np.random.default_rng(4)
+    first = rng.standard_normal((8, 30)).astype(np.float32)  # the held-out block's shapes: compiled already
+    cand = cem.candidates(first, 20)
+    ce = rng.standard_normal((8, 20)).astype(np.float32)
+    z = np.asarray(zscore(first))
+    rel0 = np.asarray(cem.rerank_relevance(first, cand, ce, 0.0))
+    np.testing.assert_allclose(rel0, z, atol=1e-6)
+    assert np.array_equal(np.argsort(-rel0, axis=1, kind="stable"), np.argsort(-first, axis=1, kind="stable"))
+    is_cand = np.zeros(first.shape, bool)
+    np.put_along_axis(is_cand, cand, True, axis=1)
+    zc = np.take_along_axis(z, cand, axis=1)
+    for gamma in (0.25, 0.5, 1.0):
+        rel = np.asarray(cem.rerank_relevance(first, cand, ce, gamma))
+        np.testing.assert_array_equal(rel[~is_cand], rel0[~is_cand])
+        new = np.take_along_axis(rel, cand, axis=1)
+        np.testing.assert_allclose(new.mean(1), zc.mean(1), atol=1e-5)
+        np.testing.assert_allclose(new.std(1), zc.std(1), atol=1e-5)
+    rel1 = np.asarray(cem.rerank_relevance(first, cand, ce, 1.0))
+    order = np.argsort(-np.take_along_axis(rel1, cand, axis=1), axis=1, kind="stable")
+    assert np.array_equal(order, np.argsort(-ce, axis=1, kind="stable"))  # γ = 1: the CE's order
+
+
+def test_candidates_ties_go_to_the_lower_index_and_gate_ties_to_the_smaller_gamma():
+    assert cem.candidates(np.asarray([[1.0, 3.0, 3.0, 0.0, 3.0]]), 3).tolist() == [[1, 2, 4]]
+    assert cem.candidates(np.zeros((2, 4)), 20).shape == (2, 4)
+    assert cem.choose_gate({0.0: 0.5, 0.25: 0.5, 0.5: 0.4}) == 0.0
+    assert cem.choose_gate({0.0: 0.4, 0.25: 0.6, 0.5: 0.6, 1.0: 0.6}) == 0.25
+    a, b = cem.heldout_split(40, 0.2, 3)
+    assert len(b) == 8 and sorted([*a, *b]) == list(range(40))
+    assert np.array_equal(b, cem.heldout_split(40, 0.2, 3)[1]) and not np.array_equal(b, cem.heldout_split(40, 0.2, 4)[1])
+
+
+# ---- (d) baselines offline, (e) bad paths
+
+
+def test_baseline_without_weights_is_not_run(monkeypatch):
+    import time
+
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(cem.BASELINE_RERANKERS["ce_minilm_l6"], "config.json"), str):
+        pytest.skip("ms-marco-MiniLM-L-6-v2 is in this machine's Hugging Face cache")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    assert cem.try_load_baseline("ce_minilm_l6") == "not run: weights absent"
+    assert time.perf_counter() - t0 < 10
+    assert set(cem.BASELINE_RERANKERS) == set(cem.BASELINE_KINDS) and cem.BASELINE_KINDS["monot5"] == "monot5"
+    with pytest.raises(cem.WeightsAbsent, match="ms-marco-MiniLM-L-6-v2"):
+        cem.load_cross_encoder("cross-encoder/ms-marco-MiniLM-L-6-v2")
+
+
+def test_missing_local_path_or_weights_is_a_clear_error(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(RiskRankError, match="no-such-model: no such model directory"):
+        cem.load_cross_encoder(missing)
+    with pytest.raises(RiskRankError, match="no-such-model"):
+        cem.load_cross_encoder(str(missing))
+    with pytest.raises(RiskRankError, match="no-such-model"):
+        cem.init_from_encoder(missing)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
+    with pytest.raises(cem.WeightsAbsent, match=str(tmp_path)):
+        cem.load_cross_encoder(tmp_path)
