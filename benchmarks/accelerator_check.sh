@@ -8,7 +8,9 @@
 #   1. benchmarks/accelerator_check.py  correctness (smoothing, scoring, rule filter, vmapped training) vs the
 #      CPU backend, smoothing bytes/s vs the device's memory bandwidth, relevance_full GFLOP/s   (240 s)
 #   2. benchmarks/train_vmap.py         15 models vmapped vs sequential (ratio printed)           (150 s)
-#   3. python -m riskrank_jax.sweep     UltraTool sweep, wall time and peak RSS                  (the rest)
+#   3. benchmarks/encoder_tune.py       one encoder-tuning step: all layers vs the top 1-3         (90 s)
+#   4. benchmarks/cross_encoder.py      cross-encoder pairs/s, scoring and training               (90 s)
+#   5. python -m riskrank_jax.sweep     UltraTool sweep (tuned-encoder rows included), wall time  (the rest)
 # PYTHON selects the interpreter (default: .venv/bin/python if present, else python3).
 # Exit status: 0 when every step passed, 2 when a correctness check failed, 1 otherwise.
 set -u
@@ -17,7 +19,7 @@ DRY=0
 for a in "$@"; do
   case "$a" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $a (use --dry-run or --help)" >&2; exit 1 ;;
   esac
 done
@@ -56,6 +58,11 @@ if [ $DRY = 1 ]; then
 else
   step train_vmap $(( $(left) < 150 ? $(left) : 150 )) "$PY" benchmarks/train_vmap.py --epochs 10
 fi
+[ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
+
+step encoder_tune $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/encoder_tune.py --repeat $([ $DRY = 1 ] && echo 1 || echo 3)
+[ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
+step cross_encoder $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/cross_encoder.py --pairs $([ $DRY = 1 ] && echo 32 || echo 256) --steps $([ $DRY = 1 ] && echo 1 || echo 3)
 [ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
 
 BENCH=ultratool; [ $DRY = 1 ] && BENCH=demo

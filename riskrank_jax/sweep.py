@@ -104,8 +104,9 @@ SWEEP_OPTIONS = (
     click.option("--epochs", type=int, default=10, show_default=True, help="Training epochs (the paper uses 10): "
                  "train.epochs, and 3x that for the zero-shot risk heads (risk_head.epochs)."),
     click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
-                 help="Evaluate only these variants (space-separated; 'paper' = the paper's rows). Default: all; "
-                      "see riskrank_jax/experiments/variants.py."),
+                 help="Evaluate only these variants (space-separated; 'paper' = the paper's rows, 'all' = every "
+                      "row but the opt-in ones, 'ce' = the opt-in cross-encoder rows, which take tens of minutes "
+                      "per benchmark on a CPU). Default: all; see riskrank_jax/experiments/variants.py."),
     click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants."),
     memory_budget_option,
     click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark."),

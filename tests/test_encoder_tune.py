@@ -53,8 +53,17 @@ def test_states_then_untrained_top_equal_the_encoder(setup):
 def test_tuning_learns_the_task_and_saves_a_loadable_encoder(setup, tmp_path):
     enc, tools, queries, gold, states, rows, hard = setup
     train, held = TRAIN, HELD
-    tuned = tune_encoder(enc, states, rows["queries"], rows["tools"], gold, train, hard, 1, CFG, progress=False)
-    assert len(tuned.losses) == 12 * 3
+
+    def held_accuracy(t):
+        v = embed_states(t, enc, states, np.concatenate([rows["tools"], rows["queries"][held]]))
+        return _ndcg_at_1(v[len(tools):], v[:len(tools)], gold[held])
+
+    tuned = tune_encoder(enc, states, rows["queries"], rows["tools"], gold, train, hard, 1, CFG, progress=False,
+                         evaluate=held_accuracy)
+    assert len(tuned.losses) == 12 * 3 and tuned.epoch_scores.shape == (12,)
+    # the best epoch's layers are returned (ties: the earlier epoch)
+    assert held_accuracy(tuned) == tuned.epoch_scores.max()
+    assert np.argmax(tuned.epoch_scores) == np.flatnonzero(tuned.epoch_scores == tuned.epoch_scores.max())[0]
     assert tuned.losses[-6:].mean() < 0.5 * tuned.losses[:3].mean()
     vec = embed_states(tuned, enc, states, np.arange(states.size))
     base = enc.encode(tools + queries)

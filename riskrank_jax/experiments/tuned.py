@@ -5,7 +5,8 @@
 
 For every model m = (seed, fold): the top layers of the encoder are trained (``model.encoder_tune``) on the
 fold's training queries less a held-out share, with hard negatives from the fold's hybrid first stage; the
-tools (named texts and descriptions) and every query are embedded with the tuned layers; the zero-shot risk
+layers of the epoch with the best held-out NDCG@5 of the tuned cosine are kept (``TuneConfig.epochs`` is the
+most); the tools (named texts and descriptions) and every query are embedded with them; the zero-shot risk
 head is retrained on the tuned description embeddings. The gate: relevance ``(1 − γ)·hybrid_frozen + γ·hybrid_tuned``
 (the frozen hybrid with the fold's fusion weight over the named texts, the tuned one with its own weight chosen
 on the held-out queries, as the tuned cosine can need less BM25) with γ ∈ ``GATES`` chosen on the held-out
@@ -114,9 +115,14 @@ def _one_model(ctx: dict, seed: int, fold: int) -> dict:
     train_ids, held = heldout_split(np.asarray(bench.train_fold_mask)[fold], seed, fold, cfg.tune.heldout_fraction)
     frozen_train = np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w))
     hard = hard_negatives(frozen_train, gold, min(HARD_POOL, bench.tools.size - gold.shape[1]))
+
+    def heldout_ndcg(t) -> float:  # the tuned cosine on the held-out queries: which epoch to keep
+        v = embed_states(t, encoder, states, np.concatenate([rows["named"], rows["train"][held]]))
+        return _ndcg5(v[bench.tools.size:] @ v[:bench.tools.size].T, gold[held])
+
     tuned = tune_encoder(encoder, states, rows["train"], rows["named"], gold, train_ids, hard, seed, cfg.tune,
                          checkpoint_dir=path / "run", data_id=short_hash([bench.fingerprint(), encoder.model_id]),
-                         desc=f"[{bench.name}] tuning encoder seed {seed} fold {fold}")
+                         desc=f"[{bench.name}] tuning encoder seed {seed} fold {fold}", evaluate=heldout_ndcg)
     test_rows = {split: rows[split][np.asarray(bench.test_fold[split]) == fold] for split in bench.tests}
     need = np.unique(np.concatenate([rows["named"], rows["description"], rows["train"][held], *test_rows.values()]))
     vec = np.zeros((states.size, states.states.shape[1]), np.float32)  # only the texts this model scores
@@ -130,6 +136,7 @@ def _one_model(ctx: dict, seed: int, fold: int) -> dict:
            "tuned_weight": np.float32(tuned_w), "tools": t_named, "risk": risk.astype(np.float32),
            "steps": np.int64(len(tuned.losses)), "seconds": np.float32(tuned.seconds),
            "final_loss": np.float32(tuned.losses[-5:].mean()), "train_queries": np.int64(train_ids.size),
+           "epoch_scores": np.asarray(tuned.epoch_scores, np.float32),
            "heldout_queries": np.int64(held.size), **{f"q_{split}": vec[rows[split]] for split in bench.tests}}
     tmp = path / "arrays.tmp.npz"
     np.savez(tmp, **out)
@@ -159,7 +166,10 @@ def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
     frozen_risk = np.asarray(risk_only_scores(emb["tools"], bench.tools.risk, cfg.seeds, cfg.risk_head))
     n_f = bench.n_folds
     risk = np.stack([p["risk"] if float(p["gate"]) > 0 else frozen_risk[i // n_f] for i, p in enumerate(per)])
-    summary = [{**m, "gate": float(p["gate"]), "tuned_weight": float(p["tuned_weight"]), "steps": int(p["steps"]), "seconds": round(float(p["seconds"]), 1),
+    summary = [{**m, "gate": float(p["gate"]), "tuned_weight": float(p["tuned_weight"]),
+                "heldout_ndcg@5_by_epoch": np.round(p["epoch_scores"], 4).tolist(),
+                "epoch": int(np.nanargmax(p["epoch_scores"])) + 1, "steps": int(p["steps"]),
+                "seconds": round(float(p["seconds"]), 1),
                 "final_loss": round(float(p["final_loss"]), 4), "train_queries": int(p["train_queries"]),
                 "heldout_queries": int(p["heldout_queries"])} for m, p in zip(index, per)]
     if "seconds" in cache:

@@ -36,14 +36,15 @@ from riskrank_jax.runtime.progress import progress_bar
 
 @dataclass(frozen=True)
 class TuneConfig:
-    """layers: top transformer layers trained (the rest frozen); epochs over the training queries; batch: queries
+    """layers: top transformer layers trained (the rest frozen); epochs over the training queries (the most: with
+    an ``evaluate`` hook, ``tune_encoder`` keeps the best epoch's layers); batch: queries
     per step; hard_negatives per query, drawn from the first stage's ``hard_pool`` best non-gold tools; lr: AdamW's
     peak learning rate (warm-up over ``warmup`` of the steps, then linear decay to 0); temperature τ of the
     softmax over cosines; max_query_tokens / max_tool_tokens: training view of a text (its first tokens; the
     final embeddings always use every token); heldout_fraction: training queries kept out to choose the gate."""
 
     layers: int = 2
-    epochs: int = 2
+    epochs: int = 4
     batch: int = 32
     hard_negatives: int = 1
     hard_pool: int = 10
@@ -110,6 +111,7 @@ class TunedEncoder:
     seed: int
     losses: np.ndarray
     seconds: float
+    epoch_scores: np.ndarray | None = None  # the ``evaluate`` score after each epoch (NaN: not evaluated)
 
     @staticmethod
     def untrained(encoder, layers: int) -> "TunedEncoder":
@@ -224,10 +226,10 @@ def _compiled_encode(shape, pooling: str, normalize: bool):
     return jax.jit(functools.partial(_encode_top, shape=shape, pooling=pooling, normalize=normalize))
 
 
-def _run_store(checkpoint_dir, encoder, config: TuneConfig, seed: int, n_steps: int, data_id: str):
+def _run_store(checkpoint_dir, encoder, config: TuneConfig, seed: int, n_steps: int, data_id: str, evaluated: bool):
     from riskrank_jax.model.checkpoints import RunStore
 
-    run_config = {"kind": "encoder-tune", "encoder": encoder.model_id, "seed": int(seed),
+    run_config = {"kind": "encoder-tune", "encoder": encoder.model_id, "seed": int(seed), "evaluated": evaluated,
                   "train_config": {**config.to_dict(), "epochs": n_steps}}  # RunStore counts save points as epochs
     return RunStore(checkpoint_dir, run_config, data_id)
 
@@ -244,7 +246,8 @@ def _open_store(store, state: dict):
 
 def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train_idx, hard, seed: int,
                  config: TuneConfig = TuneConfig(), *, checkpoint_dir=None, data_id: str | None = None,
-                 progress: bool = True, desc: str = "tuning encoder", max_steps: int | None = None) -> TunedEncoder:
+                 progress: bool = True, desc: str = "tuning encoder", max_steps: int | None = None,
+                 evaluate=None) -> TunedEncoder:
     """Train the top ``config.layers`` layers of ``encoder`` on the queries ``train_idx``.
 
     states: ``TextStates`` of the query and tool texts after the frozen layers (frozen_layers = num_layers −
@@ -253,9 +256,10 @@ def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train
     directory (``model.checkpoints.RunStore``): a killed run resumes there, a finished one is returned untrained.
     max_steps: stop after this many steps of the schedule (a time-boxed run: with a checkpoint_dir, a later call
     continues where it stopped and ends where an uninterrupted run would); the result holds the layers so far.
+    evaluate: ``TunedEncoder -> float`` (higher is better, e.g. NDCG@5 on held-out queries), called after every
+    epoch; the layers of the best epoch are returned (ties: the earlier), ``TunedEncoder.epoch_scores`` says why.
     """
     import jax
-    import jax.numpy as jnp
 
     n_layers = encoder._shape.num_layers
     if states.frozen_layers != n_layers - config.layers or states.encoder_id != encoder.model_id:
@@ -267,41 +271,74 @@ def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train
     if not schedule:
         raise RiskRankError("no training step: fewer training queries than one batch")
     top = [jax.tree.map(np.asarray, lp) for lp in encoder._params["layers"][n_layers - config.layers:]]
-    state = {"top": top, "opt": _optimizer(config, len(schedule)).init(top), "losses": np.zeros(len(schedule), np.float32)}
+    state = {"top": top, "opt": _optimizer(config, len(schedule)).init(top), "best": top,
+             "losses": np.zeros(len(schedule), np.float32), "scores": np.full(config.epochs, np.nan, np.float32)}
     store, done = None, 0
     if checkpoint_dir is not None:
         data_id = data_id or hashlib.sha256(json.dumps([gold.tolist(), list(map(int, train_idx))]).encode()).hexdigest()
         store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, seed, len(schedule),
-                                                    data_id[:16]), state)
-    q_width = _width(states.lengths(query_rows[train_idx]), config.max_query_tokens)
-    t_width = _width(states.lengths(tool_rows), config.max_tool_tokens)  # fixed: the step compiles once
+                                                    data_id[:16], evaluate is not None), state)
+    stop = len(schedule) if max_steps is None else min(len(schedule), int(max_steps))
+    loop = _Loop(encoder, states, config, seed, schedule, store, evaluate,
+                 (_width(states.lengths(query_rows[train_idx]), config.max_query_tokens),
+                  _width(states.lengths(tool_rows), config.max_tool_tokens)))  # fixed widths: one compile
     t0 = time.perf_counter()
-    step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config, len(schedule))
-    top, opt_state = jax.tree.map(jnp.asarray, state["top"]), jax.tree.map(jnp.asarray, state["opt"])
-    dev_states = jnp.asarray(states.states)
-    losses = np.array(state["losses"], np.float32)
     bar = progress_bar(enabled=progress and done < len(schedule), total=len(schedule), initial=done, unit="step",
                        desc=desc, leave=False)
     try:
-        for i in range(done, len(schedule) if max_steps is None else min(len(schedule), int(max_steps))):
-            qs, tools = schedule[i]
-            q, t = states.rows(query_rows[qs], q_width), states.rows(tool_rows[tools], t_width)
-            with jax.default_matmul_precision(encoder.precision):
-                top, opt_state, loss = step(top, opt_state, dev_states, q, t, _exclude_mask(gold, qs, tools))
+        state = loop.run(state, done, stop, query_rows, tool_rows, gold, bar)
+    finally:
+        bar.close()
+    if store is not None:
+        store.complete() if stop == len(schedule) else store.close()
+    chosen = state["best"] if evaluate is not None and stop == len(schedule) else state["top"]
+    return loop.result(chosen, state, time.perf_counter() - t0)
+
+
+class _Loop:
+    """The training loop of ``tune_encoder``: steps, per-epoch evaluation, checkpoints."""
+
+    def __init__(self, encoder, states, config, seed, schedule, store, evaluate, widths):
+        self.encoder, self.states, self.config, self.seed = encoder, states, config, int(seed)
+        self.schedule, self.store, self.evaluate, self.widths = schedule, store, evaluate, widths
+        self.per_epoch = len(schedule) // max(1, config.epochs)
+        self.step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config, len(schedule))
+
+    def result(self, top, state, seconds: float) -> TunedEncoder:
+        import jax
+
+        enc = self.encoder
+        n = enc._shape.num_layers
+        return TunedEncoder(tuple(jax.tree.map(np.asarray, list(top))), enc.model_id, n - self.config.layers,
+                            enc.pooling, enc.normalize, self.config, self.seed, np.asarray(state["losses"]), seconds,
+                            np.asarray(state["scores"]))
+
+    def run(self, state, done: int, stop: int, query_rows, tool_rows, gold, bar) -> dict:
+        import jax
+        import jax.numpy as jnp
+
+        top, opt_state = jax.tree.map(jnp.asarray, state["top"]), jax.tree.map(jnp.asarray, state["opt"])
+        dev, losses, scores = jnp.asarray(self.states.states), np.array(state["losses"]), np.array(state["scores"])
+        best = state["best"]
+        for i in range(done, stop):
+            qs, tools = self.schedule[i]
+            q, t = self.states.rows(query_rows[qs], self.widths[0]), self.states.rows(tool_rows[tools], self.widths[1])
+            with jax.default_matmul_precision(self.encoder.precision):
+                top, opt_state, loss = self.step(top, opt_state, dev, q, t, _exclude_mask(gold, qs, tools))
             losses[i] = float(loss)
             bar.update(1)
             bar.set_postfix(loss=f"{losses[i]:.3f}")
-            if store is not None and ((i + 1) % config.checkpoint_every == 0 or i + 1 == len(schedule)):
-                store.save_epoch(i + 1, {"top": jax.tree.map(np.asarray, top),
-                                         "opt": jax.tree.map(np.asarray, opt_state), "losses": losses})
-    finally:
-        bar.close()
-    if store is not None and (max_steps is None or max_steps >= len(schedule)):
-        store.complete()
-    elif store is not None:
-        store.close()
-    return TunedEncoder(tuple(jax.tree.map(np.asarray, list(top))), encoder.model_id, n_layers - config.layers,
-                        encoder.pooling, encoder.normalize, config, int(seed), losses, time.perf_counter() - t0)
+            epoch_end = (i + 1) % self.per_epoch == 0
+            if self.evaluate is not None and epoch_end:
+                e = (i + 1) // self.per_epoch - 1
+                scores[e] = float(self.evaluate(self.result(top, {"losses": losses, "scores": scores}, 0.0)))
+                if e == 0 or scores[e] > np.nanmax(scores[:e]):
+                    best = jax.tree.map(np.asarray, list(top))
+            if self.store is not None and ((i + 1) % self.config.checkpoint_every == 0 or i + 1 == len(self.schedule)
+                                           or (epoch_end and self.evaluate is not None)):
+                self.store.save_epoch(i + 1, {"top": jax.tree.map(np.asarray, top), "best": best, "losses": losses,
+                                              "opt": jax.tree.map(np.asarray, opt_state), "scores": scores})
+        return {"top": top, "best": best, "losses": losses, "scores": scores}
 
 
 def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batch: int = 256) -> np.ndarray:
