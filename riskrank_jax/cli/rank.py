@@ -34,9 +34,9 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
     """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
     skipped built-in tools are reported as `warning:` lines on stderr."""
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.encoder import load_encoder, load_encoder_lazily
     from riskrank_jax.paths import resolve_cache_dir
-    from riskrank_jax.rank.ranker import Ranker
+    from riskrank_jax.rank.ranker import Ranker, saved_encoder_dir
     from riskrank_jax.registry import load_registry
     from riskrank_jax.runtime import compile_cache
 
@@ -46,7 +46,10 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
         reg = load_registry(list(files))
     for w in reg.warnings:
         click.echo(f"warning: {w}", err=True)
-    enc = load_encoder(encoder, cache_dir=cache_dir)  # the weights' hash and tokenizer state kept beside the cache
+    if model is not None and saved_encoder_dir(model) is not None:
+        enc = load_encoder_lazily(encoder)  # only its id is checked: the ranker embeds with its own tuned encoder
+    else:
+        enc = load_encoder(encoder, cache_dir=cache_dir)  # the weights' hash and tokenizer state kept beside the cache
     if model is None:
         return Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
                                     trust_annotations=trust_annotations)
@@ -54,7 +57,7 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
     if (reg.names, reg.texts) != (ranker.tool_names, ranker.tool_texts):
         raise RankerError(f"{model}: this ranker was fitted on another registry (tool names or texts differ from "
                           f"{', '.join(files)}); fit it again with `riskrank-jax fit`")
-    return dataclasses.replace(ranker, encoder=enc)
+    return ranker if ranker.encoder is not None else dataclasses.replace(ranker, encoder=enc)
 
 
 def _hits_text(query: str, hits) -> str:
@@ -78,7 +81,8 @@ def _hits_text(query: str, hits) -> str:
                    "deviations of the hybrid score; a --model's own λ otherwise. 0 turns the penalty off.")
 @click.option("--min-score", type=float, default=None, help="Leave out tools whose final score is below this.")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="A ranker saved by `riskrank-jax fit` for these FILEs (its risk levels are used as saved).")
+              help="A ranker saved by `riskrank-jax fit` for these FILEs (its risk levels are used as saved; when it "
+                   "holds a tuned encoder, DIR/encoder, requests are embedded with that).")
 @click.option("--explain", is_flag=True,
               help="Show how each stage moved each returned tool, and the risky tools held back.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -117,6 +121,36 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     click.echo("\n\n".join(blocks))
 
 
+def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
+    """The TuneConfig of --tune-encoder: FIT_TUNE_CONFIG with --tune-set KEY=VALUE, --tune-layers and
+    --tune-epochs applied; None without --tune-encoder (then none of them may be given)."""
+    from riskrank_jax.model.encoder_tune import TuneConfig
+    from riskrank_jax.rank.fit import FIT_TUNE_CONFIG
+
+    if not tune_encoder:
+        if tune_layers is not None or tune_epochs is not None or tune_set:
+            raise RankerError("--tune-layers, --tune-epochs and --tune-set say how the encoder is tuned; "
+                              "add --tune-encoder")
+        return None
+    fields = {f.name: type(getattr(FIT_TUNE_CONFIG, f.name)) for f in dataclasses.fields(TuneConfig)}
+    changes: dict = {}
+    for item in tune_set:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in fields:
+            raise RankerError(f"--tune-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
+        try:
+            changes[key] = fields[key](value.strip())
+        except ValueError:
+            raise RankerError(f"--tune-set {item!r}: {key} takes a {fields[key].__name__}") from None
+    for key, value in (("layers", tune_layers), ("epochs", tune_epochs)):
+        if value is not None:
+            if key in changes and changes[key] != value:
+                raise RankerError(f"--tune-{key} {value} and --tune-set {key}={changes[key]} disagree")
+            changes[key] = value
+    return dataclasses.replace(FIT_TUNE_CONFIG, **changes)
+
+
 @click.command("fit")
 @files_argument
 @click.option("--queries", "log_path", required=True, type=click.Path(dir_okay=False), metavar="LOG.jsonl",
@@ -125,30 +159,49 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
               help="Where to save the ranker (then: riskrank-jax rank FILE... --model DIR).")
 @seeds_option
 @click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--tune-encoder", is_flag=True,
+              help="Also fine-tune the encoder's top layers on the log's (request, used tool) pairs, with the first "
+                   "seed; kept only when it beats both the zero-shot ranker and the heads on the held-out "
+                   "requests, and then saved as DIR/encoder, which `rank --model DIR` and `serve --model DIR` "
+                   "embed requests with. Minutes on a CPU (a progress bar shows the steps).")
+@click.option("--tune-layers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Top transformer layers to tune (default 2; with --tune-encoder).")
+@click.option("--tune-epochs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Epochs over the training requests when tuning (default 4; with --tune-encoder).")
+@click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
+              help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch=64: the fields "
+                   "of riskrank_jax.model.encoder_tune.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
 @encoder_option
-def fit_command(files, log_path, out_dir, seeds, epochs, trust_annotations, risk_head, cache_dir, encoder):
+def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_layers, tune_epochs, tune_set,
+                trust_annotations, risk_head, cache_dir, encoder):
     """Fit a ranker for FILE... to your own log of requests and the tools used for them.
 
     Every 5th logged request is held out. The relevance and risk heads are trained on the rest (one model
     per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
-    saved (the heads retrained on every request).
+    saved (the heads retrained on every request). With --tune-encoder the encoder is fine-tuned as well and
+    that ranker is saved, tuned again on every request, when it beats both.
     """
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.rank.fit import FitConfig, fit_ranker
 
+    config = FitConfig(seeds=seeds, epochs=epochs, tune_encoder=_tune_config(tune_encoder, tune_layers, tune_epochs, tune_set))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ranker, report = fit_ranker(list(files), log_path, encoder=load_encoder(encoder),
-                                    cache=EmbeddingCache(cache_dir), config=FitConfig(seeds=seeds, epochs=epochs),
+                                    cache=EmbeddingCache(cache_dir), config=config,
                                     risk_head=risk_head, trust_annotations=trust_annotations)
     k = report["k"]
     click.echo(f"{report['queries']} logged requests, {report['heldout']} held out; NDCG@{k} on them: zero-shot "
                f"{report[f'ndcg@{k}_zero_shot']:.3f}, trained heads per seed "
                + ", ".join(f"{x:.3f}" for x in report[f"ndcg@{k}_head_per_seed"]))
+    if f"ndcg@{k}_tuned_per_seed" in report:
+        click.echo(f"tuned encoder ({config.tune_encoder.layers} layers, {config.tune_encoder.epochs} epochs) per "
+                   "seed " + ", ".join(f"{x:.3f}" for x in report[f"ndcg@{k}_tuned_per_seed"])
+                   + f" ({report['seconds']['tune_per_seed'][0]:.0f} s per seed)")
     click.echo(f"chosen: {report['chosen']} — {report['why']}")
     click.echo(f"saved {ranker.save(out_dir)}")
 

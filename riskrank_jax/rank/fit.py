@@ -1,7 +1,9 @@
-"""`riskrank-jax fit`: train a Ranker's heads on your own log of (query, tools used), or keep it zero-shot.
+"""`riskrank-jax fit`: train a Ranker's heads (and, asked, the encoder's top layers) on your own log of
+(query, tools used), or keep it zero-shot.
 
     ranker, report = fit_ranker(["examples/mcp_tools.json"], "log.jsonl")
     ranker.save("my_ranker")                     # then: riskrank-jax rank ... --model my_ranker
+    ranker, report = fit_ranker(files, "log.jsonl", config=FitConfig(tune_encoder=FIT_TUNE_CONFIG))
 
 Every ``heldout_every``-th logged query is held out. The dual heads (``model.train.train_models``, one fold, the
 given seeds) are trained on the rest, with the registry's assessed risk levels as the risk target, and
@@ -11,29 +13,56 @@ the heads beat it on average over seeds, the best seed's settings are retrained 
 and that Ranker is returned; otherwise the zero-shot ranker is (a small log rarely beats the hybrid
 first stage). The report says which and why, with the measured numbers.
 
+With ``FitConfig.tune_encoder`` (``--tune-encoder``) the encoder's top layers are also fine-tuned
+(``model.encoder_tune``) on the training queries' (query, gold tool text) pairs, with hard negatives from the
+zero-shot ranker's first stage, for the first ``tune_seeds`` seeds. The tuned ranker is the zero-shot ranker
+(same config, same risk levels, scores and sources) with the tuned encoder's tool vectors and a graph rebuilt
+on them; it is kept only when its mean held-out NDCG@k beats the better of the zero-shot ranker and the heads,
+and is then (``tune_retrain``) tuned again on every logged query with the best seed. Its encoder is saved
+with the ranker (``DIR/encoder``, a Hugging Face BERT directory) and embeds the queries of ``rank --model``.
+
+Risk under a tuned encoder: the registry's risk is assessed once, with the base encoder's vectors and the
+shipped (or given) risk head, and stored as levels and scores; a zero-shot-style ranker never runs the head at
+rank time, so the tuned ranker's risk levels, scores and sources are the zero-shot ones exactly (no head is
+retrained on the tuned vectors): the gateway's allow / confirm decisions do not depend on what fit chose.
+
 Why it may keep the zero-shot ranker: a small log rarely beats it, and a worse trained ranker must not win.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import shutil
+import tempfile
+import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax.data.permissions import permission_mask_words
-from riskrank_jax.errors import DataError
+from riskrank_jax.errors import DataError, RankerError
 from riskrank_jax.graph.tool_graph import build_tool_graph
+from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.rank.query_log import read_query_log
 from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
+
+# --tune-encoder's settings: the sweep's (2 layers, 4 epochs, lr 2e-4; Seal-Tools hybrid NDCG@5 0.815 -> 0.842),
+# measured for fit by benchmarks/fit_tune.py (docs/registry.md, "Fine-tuning the encoder").
+FIT_TUNE_CONFIG = TuneConfig(layers=2, epochs=4, lr=2e-4)
+HARD_CHUNK = 1024  # queries whose first-stage scores [chunk, N] are held at once while drawing hard negatives
 
 
 @dataclass(frozen=True)
 class FitConfig:
     """seeds: one model per seed; epochs of train_models; heldout_every: every n-th query is held out;
-    lam / alpha: the trained ranker's λ (on f_rel's scale) and graph α; k: the NDCG cut-off."""
+    lam / alpha: the trained ranker's λ (on f_rel's scale) and graph α; k: the NDCG cut-off.
+    tune_encoder: also fine-tune the encoder (None: do not); tune_seeds: how many of ``seeds`` (the first) tune
+    one (each costs a full tuning run: minutes on a CPU); tune_retrain: when the tuned ranker wins, tune once
+    more on every logged query (else keep the held-out-trained layers of the best seed)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 10
@@ -41,6 +70,9 @@ class FitConfig:
     lam: float = 0.1
     alpha: float = 0.2
     k: int = 5
+    tune_encoder: TuneConfig | None = None
+    tune_seeds: int = 1
+    tune_retrain: bool = True
 
 
 def _head_ranker(zero: Ranker, params, gold, cfg: FitConfig, provenance: dict) -> Ranker:
@@ -54,54 +86,122 @@ def _head_ranker(zero: Ranker, params, gold, cfg: FitConfig, provenance: dict) -
                         provenance=provenance)
 
 
+def _tuned_ranker(zero: Ranker, tool_emb, encoder_id: str, provenance: dict) -> Ranker:
+    """The zero-shot ranker over tuned tool vectors [N, d]: its config, risk and permission arrays as they are;
+    its graph (when it has one) rebuilt as ``zero_shot_graph`` builds it, on the tuned vectors."""
+    graph = None
+    if zero.graph is not None:
+        graph = build_tool_graph(np.asarray(tool_emb, np.float32), permission_mask_words(zero.tool_texts),
+                                 zero.risk_levels, np.full((1, 1), -1, np.int32),
+                                 max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+    return Ranker.build(**{**_zero_fields(zero), "encoder_id": encoder_id, "tool_emb": tool_emb, "graph": graph},
+                        provenance=provenance)
+
+
 def _ndcg(ranker: Ranker, q_emb, texts, gold, k: int) -> float:
     ids = ranker.rank(q_emb, k=k, q_texts=list(texts))
     return float(np.asarray(metrics.ndcg_at_k(ids, gold, k=k)).mean())
 
 
-def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig):
+def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig, progress: bool):
     from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
 
     return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], TrainConfig(epochs=cfg.epochs),
-                        TrainRun(tuple(seeds), progress=False))
+                        TrainRun(tuple(seeds), progress=progress))
+
+
+def _heldout(size: int, config: FitConfig, log_path) -> np.ndarray:
+    """bool [Q]: every ``heldout_every``-th query; DataError when too few are left on either side."""
+    held = np.arange(size) % config.heldout_every == config.heldout_every - 1
+    if held.sum() < 1 or (~held).sum() < 2:
+        raise DataError(f"{size} logged queries; need at least {max(config.heldout_every, 3)} (every "
+                        f"{config.heldout_every}th is held out to check the trained ranker)", log_path)
+    return held
 
 
 def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig = FitConfig(),
-               zero_shot_config: RankConfig | None = None, risk_head=None, trust_annotations: bool = False):
-    """(Ranker, report dict) — see the module docstring. Raises DataError for a bad or too short log."""
+               zero_shot_config: RankConfig | None = None, risk_head=None, trust_annotations: bool = False,
+               progress: bool = True, work_dir=None):
+    """(Ranker, report dict) — see the module docstring. Raises DataError for a bad or too short log.
+
+    progress: bars (on a terminal) over the heads' epochs and the encoder's tuning steps. work_dir: where a
+    tuned encoder is written before ``Ranker.save`` copies it into the ranker directory (default: a temporary
+    directory removed when the process exits)."""
     from riskrank_jax.encode.embedding_cache import embed_texts
 
+    t_start = time.perf_counter()
     zero = Ranker.from_registry(files, encoder=encoder, cache=cache, config=zero_shot_config,
                                 risk_head=risk_head, trust_annotations=trust_annotations)
     log = read_query_log(log_path, zero.tool_names)
-    held = np.arange(log.size) % config.heldout_every == config.heldout_every - 1
-    if held.sum() < 1 or (~held).sum() < 2:
-        raise DataError(f"{log.size} logged queries; need at least {max(config.heldout_every, 3)} (every "
-                        f"{config.heldout_every}th is held out to check the trained ranker)", log_path)
+    held = _heldout(log.size, config, log_path)
+    _check_tune(config, zero, log.gold)
     k = min(config.k, zero.size)
     q_emb = embed_texts(zero.query_encoder(), list(log.queries), cache)
     texts = np.array(log.queries, dtype=object)
-    res = _train(zero, q_emb, log.gold, ~held, config.seeds, config)
+    seconds = {"zero_shot": round(time.perf_counter() - t_start, 1)}
+    t0 = time.perf_counter()
+    res = _train(zero, q_emb, log.gold, ~held, config.seeds, config, progress)
     ev = (q_emb[held], texts[held], log.gold[held], k)
     zero_ndcg = _ndcg(zero, *ev)
     head_ndcg = [_ndcg(_head_ranker(zero, res.model_params(m), log.gold[~held], config, {}), *ev)
                  for m in range(res.n_models)]
+    seconds["heads"] = round(time.perf_counter() - t0, 1)
     report = {"log": str(log_path), "queries": log.size, "heldout": int(held.sum()), "k": k,
               f"ndcg@{k}_zero_shot": round(zero_ndcg, 4), f"ndcg@{k}_head_per_seed": [round(x, 4) for x in head_ndcg],
-              "fit": asdict(config)}
-    if float(np.mean(head_ndcg)) > zero_ndcg:
+              "fit": asdict(config), "seconds": seconds}
+    tuning = None
+    if config.tune_encoder is not None:
+        tuning = _TuneRun(zero, log, held, q_emb, config, progress)
+        tuning.evaluate(report)
+    today = max(zero_ndcg, float(np.mean(head_ndcg)))
+    if tuning is not None and tuning.mean_ndcg > today:
+        ranker = tuning.final(report, today, work_dir)
+    elif float(np.mean(head_ndcg)) > zero_ndcg:
         best = config.seeds[int(np.argmax(head_ndcg))]
-        final = _train(zero, q_emb, log.gold, np.ones(log.size, bool), (best,), config)
+        final = _train(zero, q_emb, log.gold, np.ones(log.size, bool), (best,), config, progress)
         report.update(chosen="head", seed=best,
                       why=f"the heads beat the zero-shot ranker on held-out queries (NDCG@{k} mean "
-                          f"{np.mean(head_ndcg):.3f} vs {zero_ndcg:.3f}); retrained on all {log.size} queries")
+                          f"{np.mean(head_ndcg):.3f} vs {zero_ndcg:.3f}); retrained on all {log.size} queries"
+                          + _tuned_lost(tuning, today, k))
         ranker = _head_ranker(zero, final.model_params(0), log.gold, config, {**zero.provenance, "fit": report})
     else:
         report.update(chosen="zero-shot",
                       why=f"the heads did not beat the zero-shot ranker on held-out queries (NDCG@{k} mean "
-                          f"{np.mean(head_ndcg):.3f} vs {zero_ndcg:.3f}); saved the zero-shot ranker")
+                          f"{np.mean(head_ndcg):.3f} vs {zero_ndcg:.3f}); saved the zero-shot ranker"
+                          + _tuned_lost(tuning, today, k))
         ranker = Ranker.build(**_zero_fields(zero), provenance={**zero.provenance, "fit": report})
-    return dataclasses.replace(ranker, encoder=zero.encoder), report
+    seconds["total"] = round(time.perf_counter() - t_start, 1)
+    return (ranker if ranker.encoder is not None else dataclasses.replace(ranker, encoder=zero.encoder)), report
+
+
+def _tuned_lost(tuning, today: float, k: int) -> str:
+    if tuning is None:
+        return ""
+    return (f"; the tuned encoder did not beat it (NDCG@{k} mean {tuning.mean_ndcg:.3f} vs {today:.3f}), "
+            "so no encoder is saved")
+
+
+def _check_tune(config: FitConfig, zero: Ranker, gold) -> None:
+    """RankerError for a tuning request this registry or encoder cannot serve (before any training runs)."""
+    tune = config.tune_encoder
+    if tune is None:
+        return
+    enc = zero.query_encoder()
+    enc = enc.load() if hasattr(enc, "load") else enc  # a LazyEncoder: tuning needs the weights
+    n_layers = enc._shape.num_layers
+    if not 1 <= tune.layers <= n_layers:
+        raise RankerError(f"the encoder {enc.model_id} has {n_layers} transformer layers; the tuned layers "
+                          f"(--tune-layers) must be 1..{n_layers}, got {tune.layers}")
+    if not 1 <= config.tune_seeds <= len(config.seeds):
+        raise RankerError(f"tune_seeds must be 1..{len(config.seeds)} (the number of seeds), got {config.tune_seeds}")
+    if tune.epochs < 1 or tune.batch < 1 or not 0 <= tune.hard_negatives <= tune.hard_pool or tune.lr < 0:
+        raise RankerError(f"tuning needs epochs >= 1, batch >= 1, lr >= 0 and 0 <= hard_negatives <= hard_pool; got "
+                          f"epochs={tune.epochs}, batch={tune.batch}, lr={tune.lr}, hard_negatives="
+                          f"{tune.hard_negatives}, hard_pool={tune.hard_pool}")
+    spare = zero.size - gold.shape[1]
+    if spare < tune.hard_negatives:
+        raise RankerError(f"the registry has {zero.size} tools and a logged request uses up to {gold.shape[1]}; "
+                          f"tuning the encoder needs {tune.hard_negatives} other tool(s) per request as negatives")
 
 
 def _zero_fields(zero: Ranker) -> dict:
@@ -110,4 +210,108 @@ def _zero_fields(zero: Ranker) -> dict:
                 risk_source=zero.risk_source, risk_scores=zero.risk_scores, config=zero.config)
 
 
-__all__ = ["FitConfig", "fit_ranker"]
+class _TuneRun:
+    """One ``fit --tune-encoder``: the frozen layers' token states of every tool text and logged query (computed
+    once), hard negatives, per seed a tuned encoder scored on the held-out queries, and the final one."""
+
+    def __init__(self, zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool):
+        from riskrank_jax.model.encoder_tune import TextStates
+
+        t0 = time.perf_counter()
+        enc = zero.query_encoder()
+        self.enc = enc.load() if hasattr(enc, "load") else enc
+        self.zero, self.log, self.held, self.config, self.progress = zero, log, held, config, progress
+        self.tune = config.tune_encoder
+        texts, where, rows = list(zero.tool_texts), {}, []
+        for q in log.queries:  # each unique query text once
+            if q not in where:
+                where[q] = len(texts)
+                texts.append(q)
+            rows.append(where[q])
+        self.tool_rows, self.query_rows = np.arange(zero.size), np.asarray(rows, np.int64)
+        self.states = TextStates.build(self.enc, texts, self.enc._shape.num_layers - self.tune.layers,
+                                       progress=progress)
+        self.hard = self._hard_negatives(q_emb)
+        self.seconds = {"tune_states": round(time.perf_counter() - t0, 1)}
+        self.ndcg: list[float] = []
+        self.models: list = []
+
+    def _hard_negatives(self, q_emb) -> np.ndarray:
+        """int [Q, P]: each query's P = min(hard_pool, N − G) best non-gold tools by the zero-shot first stage."""
+        from riskrank_jax.model.encoder_tune import hard_negatives
+
+        gold = self.log.gold
+        n = min(self.tune.hard_pool, self.zero.size - gold.shape[1])
+        out = []
+        for s in range(0, self.log.size, HARD_CHUNK):
+            first = self.zero.first_stage_scores(q_emb[s:s + HARD_CHUNK], list(self.log.queries[s:s + HARD_CHUNK]))
+            out.append(hard_negatives(first, gold[s:s + HARD_CHUNK], n))
+        return np.concatenate(out)
+
+    def _tune(self, train_idx, seed: int, desc: str):
+        from riskrank_jax.model.encoder_tune import tune_encoder
+
+        return tune_encoder(self.enc, self.states, self.query_rows, self.tool_rows, self.log.gold, train_idx,
+                            self.hard, seed, self.tune, progress=self.progress, desc=desc)
+
+    def evaluate(self, report: dict) -> None:
+        """Tune per seed on the training queries; add held-out NDCG@k per seed, losses and seconds to report."""
+        from riskrank_jax.model.encoder_tune import embed_states
+
+        k, held = report["k"], np.flatnonzero(self.held)
+        texts, gold = np.array(self.log.queries, dtype=object)[held], self.log.gold[held]
+        seeds = self.config.seeds[:self.config.tune_seeds]
+        for seed in seeds:
+            tuned = self._tune(np.flatnonzero(~self.held), seed, f"tuning encoder (seed {seed})")
+            t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
+            q_emb = embed_states(tuned, self.enc, self.states, self.query_rows[held])
+            self.ndcg.append(_ndcg(_tuned_ranker(self.zero, t_emb, "tuning", {}), q_emb, texts, gold, k))
+            self.models.append(tuned)
+        report[f"ndcg@{k}_tuned_per_seed"] = [round(x, 4) for x in self.ndcg]
+        report["tuned_seeds"] = list(seeds)
+        report["tuned_final_loss_per_seed"] = [round(float(m.losses[-5:].mean()), 4) for m in self.models]
+        report["tuned_steps"] = int(self.models[0].losses.size)
+        report["seconds"].update(self.seconds, tune_per_seed=[round(m.seconds, 1) for m in self.models])
+
+    @property
+    def mean_ndcg(self) -> float:
+        return float(np.mean(self.ndcg))
+
+    def final(self, report: dict, today: float, work_dir) -> Ranker:
+        """The tuned ranker (best seed; tuned again on every query when ``tune_retrain``), with its encoder saved
+        under ``work_dir`` and loaded from there (it embeds rank's queries). The tool vectors come from the cached
+        lower-layer states through the tuned top layers (``embed_states``: only the tuned layers run; equal to
+        the saved encoder's own vectors up to float rounding, tests/test_fit_tune.py)."""
+        from riskrank_jax.encode.encoder import load_encoder
+        from riskrank_jax.model.encoder_tune import embed_states, save_tuned_encoder
+
+        k, best = report["k"], int(np.argmax(self.ndcg))
+        seed = self.config.seeds[best]
+        t0 = time.perf_counter()
+        tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})")
+                 if self.config.tune_retrain else self.models[best])
+        enc_dir = save_tuned_encoder(self.enc, tuned, _work_dir(work_dir) / "encoder")
+        tuned_enc = load_encoder(enc_dir)
+        t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
+        report["seconds"]["tune_final"] = round(time.perf_counter() - t0, 1)
+        how = (f"tuned again on all {self.log.size} queries" if self.config.tune_retrain
+               else "kept the layers tuned on the training queries")
+        report.update(chosen="tuned-encoder", seed=seed,
+                      why=f"the tuned encoder beat the better of the zero-shot ranker and the heads on held-out "
+                          f"queries (NDCG@{k} mean {self.mean_ndcg:.3f} vs {today:.3f}); {how} with seed {seed}; "
+                          "saved with the ranker as encoder/")
+        ranker = _tuned_ranker(self.zero, t_emb, tuned_enc.model_id, {**self.zero.provenance, "fit": report})
+        return dataclasses.replace(ranker, encoder=tuned_enc)
+
+
+def _work_dir(work_dir) -> Path:
+    """``work_dir``, or a fresh temporary directory removed when the process exits."""
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        return Path(work_dir)
+    tmp = tempfile.mkdtemp(prefix="riskrank-fit-")
+    atexit.register(shutil.rmtree, tmp, True)
+    return Path(tmp)
+
+
+__all__ = ["FitConfig", "FIT_TUNE_CONFIG", "fit_ranker"]

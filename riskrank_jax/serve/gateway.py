@@ -147,7 +147,7 @@ def _saved_ranker(model_dir, reg, encoder):
         log(f"{model_dir}: the saved ranker was fitted to other tools than the servers list now; serving the "
             "zero-shot ranker until they match again")
         return None
-    return dataclasses.replace(ranker, encoder=encoder)
+    return ranker if ranker.encoder is not None else dataclasses.replace(ranker, encoder=encoder)  # tuned: its own
 
 
 # ---------------------------------------------------------------------------------------------- search

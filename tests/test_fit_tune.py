@@ -1,0 +1,183 @@
+"""`riskrank-jax fit --tune-encoder` (riskrank_jax/rank/fit.py) and rankers that carry their tuned encoder
+(`Ranker.save` / `Ranker.load`, `rank --model`), on the tiny random BERT of conftest and a 16-tool MCP registry.
+
+Two logs of the same 200 requests: in the "alias" log each request names its tool by a word that no tool text
+holds (agenda -> calendar_tool), so neither BM25 nor the random encoder finds it and only tuning can learn it;
+in the "agree" log each request's tool is the one the zero-shot ranker puts first, so the zero-shot ranker scores
+NDCG 1 on the held-out requests, no tuned encoder can beat it, and none may be saved. Same texts, same shapes
+and one tuning configuration: the second fit reuses the first one's compiled programs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import cli_invoker
+from riskrank_jax.encode.embedding_cache import EmbeddingCache
+from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.errors import RankerError
+from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.rank.fit import FIT_TUNE_CONFIG, FitConfig, fit_ranker
+from riskrank_jax.rank.ranker import Ranker, read_manifest, saved_encoder_dir
+
+WORDS = ("calendar invoice weather repository printer backup flight recipe music ticket contract budget sensor "
+         "camera garden parcel").split()
+ALIAS = ("agenda billing forecast codebase paper archive airline cooking songs admission agreement spending gauge "
+         "photo plants shipment").split()
+FILL = ("please", "could you", "now", "quickly", "for me", "today")
+# batch 128: one step per epoch on the 160 training requests and on all 200, so the retrain on every request
+# reuses the compiled train step (the file stays fast); lr 1e-2 over 100 steps suits the tiny random BERT
+TUNE = dataclasses.replace(FIT_TUNE_CONFIG, layers=1, epochs=100, batch=128, lr=1e-2)
+FIT = FitConfig(seeds=(0,), epochs=1, tune_encoder=TUNE)
+CLI_TUNE = ("--seeds", "0", "--epochs", "1", "--tune-encoder", "--tune-layers", "1", "--tune-epochs", "100",
+            "--tune-set", "batch=128", "--tune-set", "lr=1e-2")
+
+
+def _write_world(root, encoder_dir) -> dict:
+    """An MCP tools/list response (every tool declares its risk: the shipped risk head is for another encoder),
+    the alias and agree logs, and a cache directory."""
+    tools = [{"name": f"{w}_tool", "description": f"Manage the {w} records.", "risk": 1 + (i % 3 == 0),
+              "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+             for i, w in enumerate(WORDS)]
+    reg = root / "tools.json"
+    reg.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}))
+    rng = np.random.default_rng(0)
+    alias = [(f"{rng.choice(FILL)} look at my {ALIAS[g]} {rng.choice(FILL)}", int(g))
+             for g in rng.integers(len(WORDS), size=200)]
+    queries = [q for q, _ in alias]
+    cache = EmbeddingCache(root / "cache")
+    zero = Ranker.from_registry([str(reg)], encoder=load_encoder(encoder_dir), cache=cache)
+    first = zero.rank(embed_texts(zero.encoder, queries, cache), k=1, q_texts=queries)[:, 0]  # as fit embeds them
+    for name, gold in (("alias", [f"{WORDS[g]}_tool" for _, g in alias]), ("agree", [zero.tool_names[i] for i in first])):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps({"query": q, "tools": [t]}) + "\n"
+                                                    for q, t in zip(queries, gold)))
+    return {"root": root, "tools": str(reg), "alias": alias, "zero": zero, "cache": str(root / "cache"),
+            "encoder": str(encoder_dir)}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, tiny_bert_dir):
+    from riskrank_jax.runtime import compile_cache
+
+    root = tmp_path_factory.mktemp("fit-tune")
+    compile_cache.enable(root / "cache")  # as `rank` does: the encoders loaded from one directory compile once
+    return _write_world(root, tiny_bert_dir)
+
+
+@pytest.fixture(scope="module")
+def tuned(world):
+    """fit --tune-encoder through the library on the alias log, saved to <root>/tuned."""
+    ranker, report = fit_ranker([world["tools"]], str(world["root"] / "alias.jsonl"), encoder=world["zero"].encoder,
+                                cache=EmbeddingCache(world["cache"]), config=FIT, progress=False)
+    return ranker, report, ranker.save(world["root"] / "tuned")
+
+
+@pytest.fixture(scope="module")
+def tuned_encoder(tuned):
+    """load_encoder of the saved DIR/encoder (once: each loaded Encoder compiles its own programs)."""
+    return load_encoder(tuned[2] / "encoder")
+
+
+def _held_out(world) -> list[str]:
+    return [q for i, (q, _) in enumerate(world["alias"]) if i % 5 == 4][:8]
+
+
+def test_the_tuned_encoder_wins_and_is_saved_with_the_ranker(world, tuned, tuned_encoder):
+    ranker, report, out = tuned
+    zero = world["zero"]
+    tuned_ndcg = report["ndcg@5_tuned_per_seed"]
+    assert report["chosen"] == "tuned-encoder" and report["tuned_seeds"] == [0] and len(tuned_ndcg) == 1
+    assert tuned_ndcg[0] > max(report["ndcg@5_zero_shot"], *report["ndcg@5_head_per_seed"]) + 0.1, report
+    assert "tuned again on all 200 queries" in report["why"]
+    assert {"zero_shot", "heads", "tune_states", "tune_per_seed", "tune_final", "total"} <= set(report["seconds"])
+    assert report["fit"]["tune_encoder"]["layers"] == 1 and report["tuned_steps"] == 100
+    enc_dir = out / "encoder"
+    assert (enc_dir / "model.safetensors").is_file() and saved_encoder_dir(out) == enc_dir
+    tuned_enc = tuned_encoder
+    meta = json.loads((enc_dir / "riskrank_tune.json").read_text())
+    assert meta["base_encoder"] == zero.encoder_id and meta["seed"] == 0
+    assert ranker.encoder_id == tuned_enc.model_id == read_manifest(out)["encoder_id"] != zero.encoder_id
+    # risk is the registry's assessment, untouched by the tuned encoder
+    assert ranker.risk_levels.tolist() == zero.risk_levels.tolist() and ranker.risk_source == zero.risk_source
+    assert np.array_equal(ranker.risk_scores, zero.risk_scores) and ranker.config == zero.config
+    # the tool vectors are the saved encoder's own
+    assert np.abs(ranker.tool_emb - tuned_enc.encode(list(zero.tool_texts))).max() < 1e-5
+
+
+def test_a_loaded_tuned_ranker_embeds_requests_with_its_own_encoder(world, tuned, tuned_encoder):
+    _, _, out = tuned
+    zero = world["zero"]
+    tuned_enc = tuned_encoder
+    loaded = Ranker.load(out, expect_encoder_id=zero.encoder_id)  # the base encoder's id is accepted
+    assert loaded.encoder.model_id == loaded.encoder_id == tuned_enc.model_id
+    assert Ranker.load(out, expect_encoder_id=tuned_enc.model_id).encoder_id == tuned_enc.model_id
+    queries = _held_out(world)
+    got = [[h.name for h in hs] for hs in loaded.rank_queries(queries, k=5)]
+    ids = loaded.rank(tuned_enc.encode(queries), k=5, q_texts=queries)
+    assert got == [[loaded.tool_names[i] for i in row] for row in ids]
+    with pytest.raises(RankerError, match="tuned from encoder"):
+        Ranker.load(out, expect_encoder_id="some-other-encoder")
+
+
+def test_rank_cli_with_the_model_ranks_with_the_tuned_encoder(world, tuned, tuned_encoder):
+    _, _, out = tuned
+    invoke = cli_invoker(world["cache"])
+    queries = _held_out(world)
+    args = [a for q in queries for a in ("--query", q)]
+    res = invoke("rank", world["tools"], "--model", str(out), "--encoder", world["encoder"], *args, "--json")
+    got = [[h["name"] for h in r["hits"]] for r in json.loads(res.stdout)["results"]]
+    loaded = Ranker.load(out)
+    tuned_ids = loaded.rank(tuned_encoder.encode(queries), k=5, q_texts=queries)
+    base_ids = loaded.rank(world["zero"].encoder.encode(queries), k=5, q_texts=queries)
+    assert got == [[loaded.tool_names[i] for i in row] for row in tuned_ids]
+    assert not np.array_equal(tuned_ids, base_ids)  # the check tells the two encoders apart
+    gold = [f"{WORDS[g]}_tool" for i, (_, g) in enumerate(world["alias"]) if i % 5 == 4][:8]
+    assert sum(g == names[0] for g, names in zip(gold, got)) >= 6, (gold, got)
+
+
+def test_the_gateway_serves_a_tuned_model_with_its_encoder(world, tuned, tuned_encoder):
+    from riskrank_jax.serve.gateway import GatewayOptions, build_catalog
+
+    catalog = build_catalog([], [world["tools"]], GatewayOptions(model=str(tuned[2])), world["zero"].encoder,
+                            EmbeddingCache(world["cache"]))
+    served = catalog.ranker
+    assert served.encoder_id == served.encoder.model_id == tuned_encoder.model_id
+    assert catalog.zero.encoder is served.encoder  # the λ = 0 view embeds the same way
+    queries = _held_out(world)[:3]
+    ids = served.rank(tuned_encoder.encode(queries), k=5, q_texts=queries)
+    assert [[h.name for h in hs] for hs in served.rank_queries(queries, k=5)] == [
+        [served.tool_names[i] for i in row] for row in ids]
+
+
+def test_cli_fit_keeps_the_zero_shot_ranker_when_tuning_does_not_win(world, tuned):
+    invoke = cli_invoker(world["cache"])
+    out = world["root"] / "agree-model"
+    res = invoke("fit", world["tools"], "--queries", str(world["root"] / "agree.jsonl"), "--out", str(out),
+                 "--encoder", world["encoder"], *CLI_TUNE)
+    assert "NDCG@5 on them: zero-shot 1.000" in res.stdout and "tuned encoder (1 layers, 100 epochs) per seed" in res.stdout
+    assert "chosen: zero-shot" in res.stdout and "so no encoder is saved" in res.stdout
+    assert not (out / "encoder").exists() and "encoder_dir" not in read_manifest(out)
+    plain = Ranker.load(out, expect_encoder_id=world["zero"].encoder_id)
+    assert plain.encoder is None and saved_encoder_dir(out) is None  # loads as a ranker saved before tuning existed
+    again = shutil.copytree(tuned[2], world["root"] / "resaved")
+    plain.save(again)  # a ranker without a tuned encoder, saved over one with it: the stale encoder/ goes
+    assert not (again / "encoder").exists() and Ranker.load(again).encoder is None
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--tune-layers", "1"), "add --tune-encoder"),
+    (("--tune-encoder", "--tune-set", "speed=3"), "KEY one of layers, epochs"),
+    (("--tune-encoder", "--tune-set", "lr=fast"), "lr takes a float"),
+    (("--tune-encoder", "--tune-layers", "1", "--tune-set", "layers=2"), "disagree"),
+    (("--tune-encoder", "--tune-layers", "3"), "has 2 transformer layers"),
+    (("--tune-encoder", "--tune-set", "hard_pool=0"), "hard_negatives <= hard_pool"),
+])
+def test_bad_tuning_options_are_one_error_line(world, args, message):
+    res = cli_invoker(world["cache"])("fit", world["tools"], "--queries", str(world["root"] / "agree.jsonl"),
+                                      "--out", str(world["root"] / "bad"), "--encoder", world["encoder"], *args, code=1)
+    assert res.stderr.startswith("error: ") and message in res.stderr, res.stderr
