@@ -133,8 +133,8 @@ def _stress_section(res: dict, split: str) -> list[str]:
             _metrics_line("ndcg@5", "rvr@5", "srr@5"), _table(rows, ["variant", "NDCG@5", "RVR@5", "SRR@5", "paper RVR@5", "paper SRR@5"])]
 
 
-SHARED_CPU_NOTE = ("Measured while other benchmarks of the same command ran beside this one (`--jobs`), on a shared "
-                   "CPU; `--jobs 1` measures each benchmark alone.\n\n")
+SHARED_CPU_NOTE = ("Measured while other benchmarks of the same command ran beside this one (`--jobs`), the CPU "
+                   "busy with them too; `--jobs 1` measures each benchmark alone.\n\n")
 
 
 def _throughput_section(res: dict) -> list[str]:
