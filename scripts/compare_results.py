@@ -19,7 +19,7 @@ import sys
 # run metadata and derived text, not measured values; a key of this list is skipped at any depth (e.g. the
 # "config" tree's runtime.cache_dir: where a run kept its files is not a result)
 IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device", "finished_at",
-           "reproducibility", "recommendation", "cache_dir", "checkpoint_dir", "data_dir")
+           "reproducibility", "recommendation", "cache_dir", "checkpoint_dir", "data_dir", "side_by_side")
 
 
 def leaves(tree, prefix=""):
