@@ -9,7 +9,7 @@ those splits whose gold tools all lie among them as a JSONL log ``{"query", "too
 embedding cache, the plain fit first (so the tuned fit's zero-shot part is warm); ``--tune-only`` skips the
 plain fit (its zero-shot and head figures are in the tuned fit's report too).
 
-    python benchmarks/fit_tune.py [--tools 0] [--layers 2] [--epochs 4] [--lr 2e-4] [--tune-only] [--no-retrain]
+    python benchmarks/fit_tune.py [--tools 0] [--layers 3] [--epochs 4] [--lr 2e-4] [--tune-only] [--no-retrain]
                                   [--json OUT]
 
 Seal-Tools has 2,054 queries in these splits over 2,587 used tools, most used once or twice: the 300 most-used
@@ -95,9 +95,9 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="Seal-Tools_Dataset directory (default: <data dir>/seal_tools/...)")
     ap.add_argument("--tools", type=int, default=0, help="keep the N most-used tools (0: every used tool)")
-    ap.add_argument("--layers", type=int, default=None)
-    ap.add_argument("--epochs", type=int, default=None)
-    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--layers", type=int, default=None, help="tuned layers (default: FIT_TUNE_CONFIG's)")
+    ap.add_argument("--epochs", type=int, default=None, help="tuning epochs (default: FIT_TUNE_CONFIG's)")
+    ap.add_argument("--lr", type=float, default=None, help="tuning peak learning rate (default: FIT_TUNE_CONFIG's)")
     ap.add_argument("--tune-only", action="store_true", help="skip the plain fit")
     ap.add_argument("--no-retrain", action="store_true",
                     help="keep the held-out-trained layers when the tuned ranker wins (skips the last tuning run)")

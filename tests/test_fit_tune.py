@@ -174,8 +174,8 @@ def test_cli_fit_keeps_the_zero_shot_ranker_when_tuning_does_not_win(world, tune
     (("--tune-encoder", "--tune-set", "speed=3"), "KEY one of layers, epochs"),
     (("--tune-encoder", "--tune-set", "lr=fast"), "lr takes a float"),
     (("--tune-encoder", "--tune-layers", "1", "--tune-set", "layers=2"), "disagree"),
-    (("--tune-encoder", "--tune-layers", "3"), "has 2 transformer layers"),
-    (("--tune-encoder", "--tune-set", "hard_pool=0"), "hard_negatives <= hard_pool"),
+    (("--tune-encoder",), "has 2 transformer layers"),  # the default 3 layers: more than the tiny BERT has
+    (("--tune-encoder", "--tune-layers", "1", "--tune-set", "hard_pool=0"), "hard_negatives <= hard_pool"),
 ])
 def test_bad_tuning_options_are_one_error_line(world, args, message):
     res = cli_invoker(world["cache"])("fit", world["tools"], "--queries", str(world["root"] / "agree.jsonl"),

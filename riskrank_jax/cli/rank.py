@@ -165,7 +165,7 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
                    "requests, and then saved as DIR/encoder, which `rank --model DIR` and `serve --model DIR` "
                    "embed requests with. Minutes on a CPU (a progress bar shows the steps).")
 @click.option("--tune-layers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Top transformer layers to tune (default 2; with --tune-encoder).")
+              help="Top transformer layers to tune (default 3; with --tune-encoder).")
 @click.option("--tune-epochs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Epochs over the training requests when tuning (default 4; with --tune-encoder).")
 @click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
