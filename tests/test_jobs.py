@@ -76,7 +76,7 @@ def test_side_by_side_equals_in_turn(tmp_path, capsys):
         side = json.loads((tmp_path / "side" / name / "results.json").read_text())
         alone = json.loads((tmp_path / "in_turn" / name / "results.json").read_text())
         assert side["side_by_side"] is True and alone["side_by_side"] is False  # the CPU was shared: said so
-        assert "on a shared CPU" in (tmp_path / "side" / name / "tables.md").read_text()
+        assert "the CPU busy with them too" in (tmp_path / "side" / name / "tables.md").read_text()
 
 
 @pytest.mark.slow
