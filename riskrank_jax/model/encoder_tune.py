@@ -289,8 +289,10 @@ def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train
         state = loop.run(state, done, stop, query_rows, tool_rows, gold, bar)
     finally:
         bar.close()
-    if store is not None:
-        store.complete() if stop == len(schedule) else store.close()
+    if store is not None and stop == len(schedule):
+        store.complete()
+    elif store is not None:
+        store.close()  # a time-boxed run: resumable, not complete
     chosen = state["best"] if evaluate is not None and stop == len(schedule) else state["top"]
     return loop.result(chosen, state, time.perf_counter() - t0)
 
