@@ -141,11 +141,18 @@ def command_for(entry: dict, where: Path) -> tuple[str, list[str]]:
 
 
 async def list_tools(command: str, args: list[str], env: dict, cwd: Path, timeout: float, errlog) -> list[dict]:
+    """Start the server, initialize, and page through tools/list. The tool objects are kept as the server sent
+    them (a raw request, so a schema the SDK would reject, e.g. one without "type", still comes back)."""
     import anyio
+    from pydantic import BaseModel, ConfigDict
 
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp.types import PaginatedRequestParams
+
+    class RawToolList(BaseModel):
+        model_config = ConfigDict(extra="allow", populate_by_name=True)
+        tools: list[dict]
+        nextCursor: str | None = None
 
     params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
     tools: list[dict] = []
@@ -155,10 +162,13 @@ async def list_tools(command: str, args: list[str], env: dict, cwd: Path, timeou
                 await session.initialize()
                 cursor = None
                 while True:
-                    req = PaginatedRequestParams(cursor=cursor) if cursor else None
-                    res = await session.list_tools(params=req)
-                    tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in res.tools]
-                    cursor = res.next_cursor
+                    # The raw request: send_request would validate the result against the protocol's Tool
+                    # model and drop the whole list over one tool the SDK rejects.
+                    raw = await session._dispatcher.send_raw_request(  # noqa: SLF001
+                        "tools/list", {"cursor": cursor} if cursor else None, {"timeout": timeout})
+                    res = RawToolList.model_validate(raw)
+                    tools += res.tools
+                    cursor = res.nextCursor
                     if not cursor:
                         break
     return tools
@@ -187,6 +197,13 @@ def gather(entry: dict, scratch: Path, out_dir: Path, timeout: float) -> int:
     return len(tools)
 
 
+def describe(exc: BaseException) -> str:
+    """One line for an exception, the leaves of an exception group spelled out."""
+    if isinstance(exc, BaseExceptionGroup):
+        return " | ".join(describe(e) for e in exc.exceptions)
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--packages", type=Path, default=CORPUS / "packages.json")
@@ -198,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel installs")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds for start + initialize + tools/list")
     a = ap.parse_args(argv)
+    a.scratch, a.out = a.scratch.resolve(), a.out.resolve()
     entries = load_packages(a.packages)
     if a.only:
         want = set(a.only.split(","))
         entries = [e for e in entries if e["slug"] in want]
+    entries = [e for e in entries if not e.get("skip")]
     if not a.force:
         entries = [e for e in entries if not (a.out / f"{e['slug']}.json").exists()]
     a.out.mkdir(parents=True, exist_ok=True)
@@ -221,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures.pop(entry["slug"], None)
                 print(f"{entry['slug']}: {n} tools", flush=True)
         except BaseException as exc:  # noqa: BLE001 - one server's failure must not stop the others
-            msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            if isinstance(exc, BaseExceptionGroup):
-                msg += " | " + " | ".join(str(e) for e in exc.exceptions)
+            msg = describe(exc)
             failures[entry["slug"]] = msg[-2000:]
             print(f"FAILED {entry['slug']}: {msg[-400:]}", flush=True)
 
