@@ -5,7 +5,8 @@ and a ``policy`` block.
                     "tickets": {"url": "http://127.0.0.1:8931/mcp", "headers": {"Authorization": "Bearer …"}}},
      "registries": ["more_tools.json"],
      "policy": {"allow_level": 3, "allow": ["files.write_note"], "deny": ["*drop_*"],
-                "trusted_servers": ["files"], "confirm": "elicit"}}
+                "trusted_servers": ["files"], "confirm": "elicit"},
+     "limits": {"call_timeout_s": 120, "stable_after_s": 60}}
 
 Relative paths (``registries``, ``cwd``) are relative to the config file. Every error names the file and the
 line of the offending entry (`ConfigError`), before anything starts.
@@ -16,17 +17,17 @@ Why the same JSON: a user moves the servers of an existing client config behind 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from riskrank_jax.errors import ConfigError
 from riskrank_jax.registry.jsontext import line_of, read_json_file
 from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
 
-SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol"}
-SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol"}
+SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol", "limits"}
+SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol", "limits"}
 PROTOCOLS = ("auto", "legacy")  # "legacy": the initialize handshake, for servers that mishandle server/discover
-TOP_KEYS = {"mcpServers", "registries", "policy"}
+TOP_KEYS = {"mcpServers", "registries", "policy", "limits"}
 POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -44,6 +45,7 @@ class ServerSpec:
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     protocol: str = "auto"
+    limits: tuple[tuple[str, float], ...] = ()  # this server's overrides of the config's limits
 
     @property
     def transport(self) -> str:
@@ -55,14 +57,34 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """How the gateway treats its downstream servers (the config's ``limits`` block): timeouts, restart
+    backoff, and caps that keep one server's oversized listing from flooding the catalog."""
+
+    connect_timeout_s: float = 30.0  # handshake and the first tools/list; also a ping's answer
+    call_timeout_s: float = 120.0  # a tools/call with no answer by then fails, naming the server
+    backoff_first_s: float = 0.5  # first restart delay; doubles on each failure ...
+    backoff_max_s: float = 30.0  # ... up to this
+    stable_after_s: float = 60.0  # the delay resets only after a server stayed up this long
+    ping_every_s: float = 2.0  # liveness check of servers without subscriptions/listen
+    relist_min_interval_s: float = 1.0  # list_changed re-lists at most this often per server
+    max_tools_per_server: int = 2000  # tools kept per server; the rest is reported
+    max_description_chars: int = 8192  # longer tool descriptions are cut, with a warning
+
+
+LIMIT_KEYS = {f.name for f in fields(Limits)}
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     """servers: downstream MCP servers; registries: files listed and searchable but not callable; policy;
-    path: the config file (None when the gateway serves registry files only)."""
+    limits; path: the config file (None when the gateway serves registry files only)."""
 
     servers: tuple[ServerSpec, ...] = ()
     registries: tuple[str, ...] = ()
     policy: Policy = field(default_factory=Policy)
     path: str | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 def tool_name_safe(name: str) -> str:
@@ -98,6 +120,8 @@ def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
     protocol = entry.get("protocol", "auto")
     if protocol not in PROTOCOLS:
         _fail(path, entry, f"mcpServers.{name}.protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    limits = tuple(_limit_values(path, entry["limits"], f"mcpServers.{name}.limits", entry).items()) \
+        if "limits" in entry else ()
     has_cmd, has_url = "command" in entry, "url" in entry
     if has_cmd == has_url:
         _fail(path, entry, f"mcpServers.{name} needs exactly one of \"command\" (stdio) and \"url\" (HTTP)")
@@ -117,12 +141,14 @@ def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
         return ServerSpec(name, command=entry["command"],
                           args=_strings(path, entry.get("args", []), f"mcpServers.{name}.args", entry),
                           env=_string_map(path, entry.get("env", {}), f"mcpServers.{name}.env", entry),
-                          cwd=None if cwd is None else str((base / cwd).resolve()), protocol=protocol)
+                          cwd=None if cwd is None else str((base / cwd).resolve()), protocol=protocol,
+                          limits=limits)
     url = entry["url"]
     if not isinstance(url, str) or not re.match(r"https?://", url):
         _fail(path, entry, f"mcpServers.{name}.url must be an http:// or https:// URL, got {url!r}")
     return ServerSpec(name, url=url, headers=_string_map(path, entry.get("headers", {}),
-                                                          f"mcpServers.{name}.headers", entry), protocol=protocol)
+                                                          f"mcpServers.{name}.headers", entry), protocol=protocol,
+                      limits=limits)
 
 
 def _policy(path, block, parent) -> Policy:
@@ -140,6 +166,19 @@ def _policy(path, block, parent) -> Policy:
     return Policy(allow_level=level, confirm=confirm,
                   **{k: _strings(path, block.get(k, []), f"policy.{k}", block)
                      for k in ("allow", "deny", "trusted_servers")})
+
+
+def _limit_values(path, block, what, parent) -> dict:
+    if not isinstance(block, dict):
+        _fail(path, block, f"{what} must be an object", parent)
+    unknown = sorted(set(block) - LIMIT_KEYS)
+    if unknown:
+        _fail(path, block, f"{what}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(LIMIT_KEYS))})")
+    for k, v in block.items():
+        integer = isinstance(getattr(Limits, k), int)
+        if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or v <= 0:
+            _fail(path, block, f"{what}.{k} must be a positive {'integer' if integer else 'number'}, got {v!r}")
+    return dict(block)
 
 
 def read_config(path) -> GatewayConfig:
@@ -175,7 +214,8 @@ def read_config(path) -> GatewayConfig:
                                            f"({', '.join(sorted(names)) or 'none'})")
     if not servers and not registries:
         _fail(path, doc, "no mcpServers and no registries: nothing to serve")
-    return GatewayConfig(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path))
+    limits = Limits(**_limit_values(path, doc.get("limits", {}), "limits", doc))
+    return GatewayConfig(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path), limits)
 
 
-__all__ = ["ServerSpec", "GatewayConfig", "read_config", "tool_name_safe"]
+__all__ = ["ServerSpec", "GatewayConfig", "Limits", "read_config", "tool_name_safe"]

@@ -153,9 +153,11 @@ def _saved_ranker(model_dir, reg, encoder):
 # ---------------------------------------------------------------------------------------------- search
 
 
-def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False) -> dict:
+def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False,
+           blocked=None) -> dict:
     """The structured result of search_tools (see the module docstring); runs the Ranker, so call it from a
-    worker thread."""
+    worker thread. blocked(entry): why the tool cannot be called now (its server is restarting, its schema
+    cannot be read), or None."""
     from riskrank_jax.rank.explain import search_with_held_back
 
     r = catalog.ranker
@@ -165,12 +167,18 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
     for h in hits:
         i = catalog.by_name[h.name]
         e = catalog.entries[i]
-        tools.append({"name": e.name, "description": e.listed.get("description", ""),
-                      "input_schema": e.listed.get("inputSchema", {}), "server": e.server,
-                      "risk_level": h.risk_level, "risk_source": h.risk_source, "score": round(h.score, 4),
-                      "call": _call_preview(catalog, i, policy)})
+        why = None if blocked is None or e.server is None else blocked(e)
+        row = {"name": e.name, "description": e.listed.get("description", ""),
+               "input_schema": e.listed.get("inputSchema", {}), "server": e.server,
+               "risk_level": h.risk_level, "risk_source": h.risk_source,
+               "dimensions": _dimension_row(catalog, i), "score": round(h.score, 4),
+               "call": _call_preview(catalog, i, policy)}
+        if why is not None:
+            row.update(available=False, call=f"unavailable: {why}")
+        tools.append(row)
     held = [{"name": x["name"], "server": catalog.entries[x["index"]].server, "risk_level": x["risk_level"],
-             "risk_source": x["risk_source"], "reason": x["reason"]} for x in held_back]
+             "risk_source": x["risk_source"],
+             "dimensions": _dimension_row(catalog, x["index"]), "reason": x["reason"]} for x in held_back]
     out = {"query": query, "k": k, "tools": tools, "held_back": held}
     if tool_references:
         out["tool_references"] = [{"type": "tool_reference", "tool_name": t["name"]} for t in tools]
@@ -183,12 +191,26 @@ def _call_preview(catalog: Catalog, i: int, policy: Policy) -> str:
     if e.server is None:
         return "not callable (listed from a registry file)"
     d = _decision(catalog, i, policy)
-    return {"allow": "allowed", "confirm": "needs confirmation", "refuse": "refused"}[d.action]
+    out = {"allow": "allowed", "confirm": "needs confirmation", "refuse": "refused"}[d.action]
+    rule = (_dimension_row(catalog, i) or {}).get("argument_rule")
+    if d.action != "allow" and d.rule == "level" and rule:
+        out += f" (allowed without it for one read-only {rule.split(':')[0]} argument)" if rule[:4] != "code" else ""
+    return out
 
 
-def _decision(catalog: Catalog, i: int, policy: Policy) -> Decision:
+def _dimension_row(catalog: Catalog, i: int) -> dict | None:
+    """The tool's risk dimensions with their sources (registry.dimensions), None when its level does not
+    come from dimensions."""
+    dims = catalog.ranker.risk_dimensions
+    return dims[i] if dims else None
+
+
+def _decision(catalog: Catalog, i: int, policy: Policy, arguments=None, flow: str | None = None) -> Decision:
+    """The policy's decision for tool i: with this call's ``arguments`` (None in a listing) and ``flow``, the
+    tool that returned untrusted content earlier in the session (None: none did)."""
     e, r = catalog.entries[i], catalog.ranker
-    return decide(policy, (e.name, f"{e.source}.{e.raw_name}", e.raw_name), int(r.risk_levels[i]), r.risk_source[i])
+    return decide(policy, (e.name, f"{e.source}.{e.raw_name}", e.raw_name), int(r.risk_levels[i]), r.risk_source[i],
+                  _dimension_row(catalog, i), arguments, flow)
 
 
 # ---------------------------------------------------------------------------------------------- the gateway
@@ -204,9 +226,11 @@ class Gateway:
         self.config = config
         self.options = options
         self.policy = config.policy
-        self.downstreams = {s.name: Downstream(s, on_tools=self._tools_changed) for s in config.servers}
+        self.downstreams = {s.name: Downstream(s, config.limits, on_tools=self._tools_changed)
+                            for s in config.servers}
         self.catalog: Catalog | None = None
         self.rebuilds = 0
+        self.flows: dict = {}  # session (None: this gateway's one flow) -> the tool that returned untrusted content
         self.audit = AuditLog(options.audit_log) if options.audit_log else None
         self._encoder = encoder
         self._cache = None
@@ -232,7 +256,7 @@ class Gateway:
 
     def _build(self) -> Catalog:
         self._load_encoder()
-        server_tools = [(name, list(ds.tools) if ds.state == "up" else []) for name, ds in self.downstreams.items()]
+        server_tools = [(name, list(ds.tools)) for name, ds in self.downstreams.items()]  # a down server's too
         catalog = build_catalog(server_tools, self.config.registries, self.options, self._encoder, self._cache,
                                 self.policy.trusted_servers)
         for words in WARM_UP_WORDS:  # compile (or read from the XLA cache) each request shape before it comes
@@ -298,14 +322,25 @@ class Gateway:
             raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
         catalog = await self.wait_catalog()
         return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.options.tool_references,
-                                              limiter=self._rank_limiter)
+                                              self.blocked, limiter=self._rank_limiter)
+
+    def blocked(self, e: "Entry") -> str | None:
+        """Why the tool of ``e`` cannot be called now: its server is not running (its tools stay listed,
+        marked unavailable, until it is back), or its input schema cannot be read; None when it can."""
+        ds = self.downstreams.get(e.server) if e.server is not None else None
+        if ds is None:
+            return None
+        if e.raw_name in ds.not_callable:
+            return f"'{e.raw_name}' of server '{ds.name}' is not callable: {ds.not_callable[e.raw_name]}"
+        return ds.unavailable()
 
     def _servers_line(self) -> str:
         return "; ".join(f"{d['name']} {d['state']}" + (f" ({d['error']})" if d.get("error") else "")
                          for d in (ds.status() for ds in self.downstreams.values())) or "no servers configured"
 
-    def gate(self, name: str, arguments) -> tuple[Catalog | None, int | None, Decision]:
-        """(catalog, tool index, decision) for a call; unknown and registry-file tools are refused."""
+    def gate(self, name: str, arguments, session=None) -> tuple[Catalog | None, int | None, Decision]:
+        """(catalog, tool index, decision) for a call with these arguments in ``session``'s flow; unknown and
+        registry-file tools are refused."""
         catalog = self.catalog
         if catalog is None or name not in catalog.by_name:
             return catalog, None, Decision("refuse", f"unknown tool '{name}': the gateway did not list it "
@@ -316,26 +351,46 @@ class Gateway:
                                                   f"'{catalog.entries[i].source}', not served by any MCP server")
         if not isinstance(arguments, dict):
             return catalog, i, Decision("refuse", "arguments must be a JSON object")
-        return catalog, i, _decision(catalog, i, self.policy)
+        return catalog, i, _decision(catalog, i, self.policy, arguments, self.flows.get(session))
 
-    def record(self, catalog, i, name, arguments, decision: str, reason: str) -> None:
+    def record(self, catalog, i, name, arguments, decision: str, reason: str, session=None) -> None:
         if self.audit is None:
             return
         e = None if i is None else catalog.entries[i]
+        rule, dims = None, None
+        if e is not None and e.server is not None and isinstance(arguments, dict):
+            from riskrank_jax.registry.dimensions import describe
+            from riskrank_jax.serve.policy import call_dimensions
+
+            rule = _decision(catalog, i, self.policy, arguments, self.flows.get(session)).rule
+            row = call_dimensions(_dimension_row(catalog, i), arguments)[0]
+            dims = None if row is None else describe(row)
         self.audit.write(tool=name, server=None if e is None else e.server,
                          risk_level=None if i is None else int(catalog.ranker.risk_levels[i]),
                          risk_source=None if i is None else catalog.ranker.risk_source[i],
-                         decision=decision, reason=reason, arguments_sha256=arguments_digest(arguments))
+                         decision=decision, reason=reason, rule=rule, dimensions=dims,
+                         arguments_sha256=arguments_digest(arguments))
 
-    async def forward(self, catalog: Catalog, i: int, arguments: dict):
+    async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None):
+        """The owning server's result; an error result naming the server when it cannot be reached.
+        progress: async (progress, total, message) callback for the server's progress notifications."""
         import mcp_types as types
 
         e = catalog.entries[i]
         try:
-            return await self.downstreams[e.server].call(e.raw_name, arguments)
+            result = await self.downstreams[e.server].call(e.raw_name, arguments, progress=progress)
         except DownstreamError as err:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {err}")],
                                         is_error=True)
+        self.note_answer(catalog, i)
+        return result
+
+    def note_answer(self, catalog: Catalog, i: int, session=None) -> None:
+        """Tool i answered in ``session``: when it returns untrusted content, later public-sink, destructive
+        and secret-source calls of the session ask (policy: session flow)."""
+        row = _dimension_row(catalog, i)
+        if row is not None and row["untrusted_content"]["value"]:
+            self.flows[session] = catalog.entries[i].name
 
     def servers_status(self) -> dict:
         catalog = self.catalog

@@ -43,6 +43,19 @@ def search_text(result: dict) -> str:
     return "\n".join(lines)
 
 
+def server_line(s: dict) -> str:
+    """One line of list_servers' text: state, tools, restarts, last error, tool problems, warnings."""
+    line = f"{s['name']}: {s['state']}, {s['tools']} tools, {s['restarts']} restarts"
+    if s.get("last_error"):
+        line += f" (last error: {s['last_error']})"
+    if s.get("tool_problems"):
+        line += f"; {len(s['tool_problems'])} tool problems: " + "; ".join(
+            f"{p['tool']}: {p['problem']} ({p['action']})" for p in s["tool_problems"][:5])
+    for w in s.get("warnings", ()):
+        line += f"; {w}"
+    return line
+
+
 def text_result(text: str, structured: dict | None = None, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                 structured_content=structured, is_error=error)
@@ -63,7 +76,7 @@ def confirmation_resolver(gateway):
     async def ask(name: str, ctx: Context, arguments: dict[str, Any] | None = None):
         await catalog_or_none(gateway)
         catalog, i, decision = gateway.gate(name, arguments if arguments is not None else {})
-        if decision.action != "confirm" or not _caps_elicit(ctx):
+        if decision.action != "confirm" or not _caps_elicit(ctx) or gateway.blocked(catalog.entries[i]):
             return Confirm(confirm=False)  # injected as AcceptedElicitation(data=Confirm(confirm=False))
         keys = ", ".join(sorted(arguments or {})) or "none"
         return Elicit(f"Allow the call to '{name}' (server '{catalog.entries[i].server}')? {decision.reason}. "
@@ -72,10 +85,27 @@ def confirmation_resolver(gateway):
     return ask
 
 
+def progress_relay(ctx):
+    """An async (progress, total, message) callback that passes a downstream server's progress notifications
+    on to the client (the SDK sends them only when the client's request asked for progress)."""
+    if ctx is None:
+        return None
+
+    async def relay(progress, total=None, message=None):
+        await ctx.report_progress(progress, total, message)
+
+    return relay
+
+
 async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx) -> types.CallToolResult:
-    """Decide, write the audit line, then refuse or forward. confirmed: the user's answer (None: not asked)."""
+    """Decide, write the audit line, then refuse or forward. confirmed: the user's answer (None: not asked).
+    A tool the policy lets through but that cannot run now (server restarting, unreadable schema) is refused
+    with that reason, so the audit line says what really happened."""
     await catalog_or_none(gateway)
     catalog, i, decision = gateway.gate(name, arguments)
+    blocked = gateway.blocked(catalog.entries[i]) if decision.action != "refuse" and i is not None else None
+    if blocked is not None:
+        decision = Decision("refuse", blocked)
     if decision.action == "confirm":
         if confirmed:
             decision = Decision("allow", decision.reason.replace("needs the user's confirmation",
@@ -94,7 +124,7 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
         if i is not None:
             structured.update(risk_level=int(catalog.ranker.risk_levels[i]), risk_source=catalog.ranker.risk_source[i])
         return text_result(f"refused: {decision.reason}", structured, error=True)
-    return await gateway.forward(catalog, i, arguments)
+    return await gateway.forward(catalog, i, arguments, progress=progress_relay(ctx))
 
 
 class GatewayServer(MCPServer):
@@ -146,10 +176,10 @@ def add_search_tools(server: MCPServer, gateway) -> None:
 
     @server.tool(annotations=types.ToolAnnotations(readOnlyHint=True, openWorldHint=False))
     async def list_servers() -> types.CallToolResult:
-        """Each downstream server's state, tool count and risk histogram (tools per level 1..5)."""
+        """Each downstream server's state, tool count, restarts and last error, the tools it listed that are
+        invalid (and what the gateway did with them), and its risk histogram (tools per level 1..5)."""
         status = gateway.servers_status()
-        lines = [f"{s['name']}: {s['state']}, {s['tools']} tools" + (f" ({s['error']})" if s.get("error") else "")
-                 for s in status["servers"]]
+        lines = [server_line(s) for s in status["servers"]]
         return text_result("\n".join(lines) or "no servers", json.loads(json.dumps(status)))
 
 
