@@ -84,7 +84,8 @@ def install(entry: dict, scratch: Path) -> Path:
     where = scratch / kind / entry["slug"]
     marker = where / ".installed"
     spec = f"{name}@{entry['version']}" if kind == "npm" else f"{name}=={entry['version']}"
-    if marker.exists() and marker.read_text() == spec:
+    stamp = " ".join([spec, *entry.get("extra", [])])
+    if marker.exists() and marker.read_text() == stamp:
         return where
     if where.exists():
         shutil.rmtree(where)
@@ -108,7 +109,7 @@ def install(entry: dict, scratch: Path) -> Path:
             run([python, "-m", "venv", str(where / "venv")], env=env)
             run([str(where / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", spec,
                  *entry.get("extra", [])], env=env)
-    marker.write_text(spec)
+    marker.write_text(stamp)
     return where
 
 
@@ -126,9 +127,9 @@ def npm_bin(where: Path, name: str, entry: dict) -> Path:
     return where / "node_modules" / name / main
 
 
-def command_for(entry: dict, where: Path) -> tuple[str, list[str]]:
+def command_for(entry: dict, where: Path, work: Path) -> tuple[str, list[str]]:
     kind, name = kind_and_name(entry)
-    args = [a.replace("{SCRATCH}", str(where)) for a in entry.get("args", [])]
+    args = [a.replace("{SCRATCH}", str(where)).replace("{WORK}", str(work)) for a in entry.get("args", [])]
     if kind == "npm":
         exe = npm_bin(where, name, entry)
         if exe.suffix in (".js", ".mjs", ".cjs"):
@@ -179,11 +180,13 @@ def gather(entry: dict, scratch: Path, out_dir: Path, timeout: float) -> int:
 
     kind, name = kind_and_name(entry)
     where = install(entry, scratch)
-    command, args = command_for(entry, where)
     home = scratch / "home" / entry["slug"]
     work = scratch / "work" / entry["slug"]
     home.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
+    for rel, text in entry.get("files", {}).items():  # dummy config files a server insists on reading
+        (work / rel).write_text(text)
+    command, args = command_for(entry, where, work)
     env = {**DUMMY_ENV, "HOME": str(home), "PATH": f"{Path(command).parent}:{os.environ.get('PATH', '')}",
            **{k: v.replace("{SCRATCH}", str(where)).replace("{WORK}", str(work)) for k, v in
               entry.get("env", {}).items()}}
@@ -215,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel installs")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds for start + initialize + tools/list")
     a = ap.parse_args(argv)
+    import logging
+
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)  # a server's non-JSON lines on stdout are its own business
     a.scratch, a.out = a.scratch.resolve(), a.out.resolve()
     entries = load_packages(a.packages)
     if a.only:
