@@ -240,11 +240,13 @@ def registry():
 @cache_dir_option
 @encoder_option
 def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_dir, encoder):
-    """Every tool of FILE... with its risk level, the source of that level, permission categories and warnings.
+    """Every tool of FILE... with its risk level, its risk dimensions and their sources, what the gateway's
+    default policy would do with a call to it, permission categories and warnings.
 
     Formats are detected per file; several files merge into one registry (names used by more than one
-    file become source/name). Risk: a declared `risk` first, else the learned risk head raised by
-    permission keywords and MCP destructiveHint (see docs/registry.md).
+    file become source/name). Risk: a declared `risk` first, else the dimensions of what the tool does
+    (the learned risk model, keywords, MCP annotations under the specification's defaults); with --risk-head
+    the level rule of that head instead (see docs/registry.md).
     """
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
@@ -257,10 +259,9 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
         raise click.UsageError("choose one of --json and --csv")
     reg = _load_registry_quietly(load_registry, files)
     head = RiskHead.load(risk_head) if risk_head else None
-    scores = None
-    if any(r is None for r in reg.declared_risk):
-        scores = audit_lib.head_scores(reg, load_encoder(encoder), EmbeddingCache(cache_dir), head)
-    report = audit_lib.audit(reg, scores, RiskPolicy(trust_annotations=trust_annotations))
+    policy = RiskPolicy(trust_annotations=trust_annotations)
+    enc = load_encoder(encoder) if any(r is None for r in reg.declared_risk) else None
+    report = audit_lib.audit(reg, policy=policy, risk=audit_lib.assess(reg, enc, EmbeddingCache(cache_dir), head, policy))
     if as_json:
         click.echo(json.dumps(report))
         return

@@ -225,14 +225,18 @@ class Ranker:
     config: RankConfig = RankConfig()
     provenance: dict = field(default_factory=dict)
     encoder: object = field(default=None, repr=False)  # embeds queries in rank_queries; not saved
+    # per tool: its risk dimensions with their sources (registry.dimensions.DimensionAssessment.row), or () when
+    # the levels do not come from dimensions (benchmarks, declared risks, an explicit risk head)
+    risk_dimensions: tuple = ()
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
     def build(cls, *, encoder_id: str, tool_names, tool_emb, risk_levels, tool_texts=None, perm_level=None,
               params=None, graph: ToolGraph | None = None, config: RankConfig = RankConfig(), risk_source=None,
-              risk_scores=None, provenance: dict | None = None) -> "Ranker":
+              risk_scores=None, provenance: dict | None = None, risk_dimensions=()) -> "Ranker":
         """Validate and fill defaults: texts = names, perm_level from the texts' permission keywords,
-        risk_source "label", risk_scores = the head's f_risk when params hold one, else (r − 1)/4."""
+        risk_source "label", risk_scores = the head's f_risk when params hold one, else (r − 1)/4;
+        risk_dimensions: () or one dimension row per tool."""
         names = tuple(str(n) for n in tool_names)
         texts = names if tool_texts is None else tuple(str(t) for t in tool_texts)
         emb = np.asarray(tool_emb, np.float32)
@@ -249,10 +253,13 @@ class Ranker:
         perm = permission_mask(texts).sum(-1) if perm_level is None else perm_level
         if graph is not None and graph.n_nodes != n:
             raise RankerError(f"graph has {graph.n_nodes} nodes, registry {n} tools")
+        if risk_dimensions and len(risk_dimensions) != n:
+            raise RankerError(f"{len(risk_dimensions)} risk dimension rows for {n} tools")
         return cls(encoder_id, names, texts, emb, levels,
                    ("label",) * n if risk_source is None else tuple(risk_source),
                    np.asarray(risk_scores, np.float32), np.asarray(perm, np.int32), graph,
-                   None if params is None else jax.tree.map(np.asarray, params), config, dict(provenance or {}))
+                   None if params is None else jax.tree.map(np.asarray, params), config, dict(provenance or {}),
+                   risk_dimensions=tuple(risk_dimensions or ()))
 
     @classmethod
     def from_benchmark(cls, bench, tool_emb, *, encoder_id: str, params=None, config: RankConfig = RankConfig(),
@@ -308,7 +315,8 @@ class Ranker:
         ranker = cls.build(encoder_id=inputs.encoder_id, tool_names=reg.names, tool_texts=reg.texts,
                            tool_emb=inputs.emb, risk_levels=inputs.risk.levels, perm_level=inputs.perm_level,
                            graph=zero_shot_graph(inputs) if config.alpha > 0 else None, config=config,
-                           risk_source=inputs.risk_source, risk_scores=inputs.risk.scores, provenance=prov)
+                           risk_source=inputs.risk_source, risk_scores=inputs.risk.scores, provenance=prov,
+                           risk_dimensions=_dimension_rows(inputs.risk))
         return dataclasses.replace(ranker, encoder=encoder)
 
     def with_config(self, config: RankConfig) -> "Ranker":
@@ -513,7 +521,8 @@ class Ranker:
             "registry_fingerprint": self.registry_fingerprint, "n_tools": self.size,
             "dim": int(self.tool_emb.shape[1]), "config": dataclasses.asdict(self.config),
             "tools": {"names": list(self.tool_names), "texts": list(self.tool_texts),
-                      "risk_source": list(self.risk_source)},
+                      "risk_source": list(self.risk_source),
+                      **({"risk_dimensions": list(self.risk_dimensions)} if self.risk_dimensions else {})},
             "head": self.params is not None,
             "graph_edge_types": None if self.graph is None else list(self.graph.edge_types),
             "provenance": self.provenance,
@@ -612,6 +621,12 @@ def _saved_encoder(d: Path, m: dict):
     return enc, base
 
 
+def _dimension_rows(risk) -> tuple:
+    """One JSON-ready dimension row per tool of a RiskAssessment whose levels follow from dimensions, else ()."""
+    dims = getattr(risk, "dimensions", None)
+    return () if dims is None else tuple(dims.row(i) for i in range(dims.size))
+
+
 def _from_saved(d: Path, m: dict) -> Ranker:
     import orbax.checkpoint as ocp
 
@@ -630,7 +645,8 @@ def _from_saved(d: Path, m: dict) -> Ranker:
     ranker = Ranker.build(encoder_id=m["encoder_id"], tool_names=t["names"], tool_texts=t["texts"],
                           tool_emb=tree["tool_emb"], risk_levels=tree["risk_levels"], perm_level=tree["perm_level"],
                           params=tree.get("params"), graph=graph, config=RankConfig(**m["config"]),
-                          risk_source=t["risk_source"], risk_scores=tree["risk_scores"], provenance=m["provenance"])
+                          risk_source=t["risk_source"], risk_scores=tree["risk_scores"], provenance=m["provenance"],
+                          risk_dimensions=t.get("risk_dimensions", ()))
     if ranker.registry_fingerprint != m["registry_fingerprint"]:
         raise RankerError(f"{d}: stored tools do not match the manifest's registry fingerprint (damaged save?)")
     return ranker

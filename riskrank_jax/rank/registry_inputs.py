@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from riskrank_jax.model.risk_head import RiskHead, default_head
+from riskrank_jax.model.mcp_risk import default_model
+from riskrank_jax.model.risk_head import RiskHead
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
 
@@ -44,19 +45,53 @@ class RankingInputs:
 
 
 def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | None = None,
-                    policy: RiskPolicy = RiskPolicy()) -> RankingInputs:
-    """Embed every tool text (cached by text), score it with the risk head (the shipped one by default;
-    refused for another encoder) unless every tool declares its risk, and assess risk with `policy`."""
+                    policy: RiskPolicy = RiskPolicy(), risk_model=None) -> RankingInputs:
+    """Embed every tool text (cached by text) and assess risk.
+
+    By default by what each tool does (`registry.dimensions.assess_dimensions`: the learned risk model —
+    ``risk_model``, default the shipped `model.mcp_risk.default_model()` — keywords and MCP annotations under
+    the specification's defaults; annotations trusted as ``policy`` says). With an explicit ``risk_head`` the
+    level rule of `registry.risk.assess_risk` over that head's f_risk instead (no dimensions). A head or model
+    trained for another encoder is refused."""
     from riskrank_jax.encode.embedding_cache import embed_texts
 
     emb = embed_texts(encoder, list(registry.texts), cache)
-    scores, head_name = None, "none"
-    if any(r is None for r in registry.declared_risk):
-        head = risk_head or default_head()
-        head.check_encoder(encoder.model_id, int(encoder.dim))
-        scores, head_name = head.scores(emb), f"{head.trained_on} ({head.encoder_id})"
-    return RankingInputs(registry, emb, assess_risk(registry, scores, policy), registry.perm_mask(),
-                         str(encoder.model_id), head_name)
+    if risk_head is not None:
+        scores, head_name = None, "none"
+        if any(r is None for r in registry.declared_risk):
+            risk_head.check_encoder(encoder.model_id, int(encoder.dim))
+            scores, head_name = risk_head.scores(emb), f"{risk_head.trained_on} ({risk_head.encoder_id})"
+        return RankingInputs(registry, emb, assess_risk(registry, scores, policy), registry.perm_mask(),
+                             str(encoder.model_id), head_name)
+    return RankingInputs(registry, emb, assess_dimensions_risk(registry, emb, str(encoder.model_id),
+                                                               int(encoder.dim), policy, risk_model)[0],
+                         registry.perm_mask(), str(encoder.model_id),
+                         _model_name(risk_model or default_model()))
+
+
+def _model_name(model) -> str:
+    if model is None:
+        return "dimensions (no risk model)"
+    c = model.corpus
+    return f"dimensions: mcp risk model ({c.get('tools')} tools of {c.get('servers')} servers, {model.encoder_id})"
+
+
+def assess_dimensions_risk(registry: Registry, emb, encoder_id: str, dim: int, policy: RiskPolicy = RiskPolicy(),
+                           risk_model=None):
+    """(RiskAssessment with ``dimensions``, the probabilities float32 [N, 7] or None): the dimension assessment
+    of a registry whose tool texts are embedded as emb [N, d] by ``encoder_id``, with ``risk_model`` (default
+    the shipped one; none shipped: keywords and annotations only)."""
+    from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk
+
+    model = risk_model or default_model()
+    probs = None
+    if model is not None:
+        model.check_encoder(encoder_id, dim)
+        probs = model.probs(emb, registry.texts)
+    trust = {"trust_annotations": policy.trust_annotations, "trusted_sources": tuple(policy.trusted_sources)}
+    dpol = model.dimension_policy(**trust) if model is not None else DimensionPolicy(**trust)
+    dims = assess_dimensions(registry, probs, dpol)
+    return assessment_to_risk(registry, dims), probs
 
 
 # The registry graph's bound: the paper's thresholds and weights, but each tool's semantic and permission edges
@@ -85,4 +120,4 @@ def zero_shot_graph(inputs: RankingInputs, train_gold=None, config=None, *,
                             max_neighbours=max_neighbours, progress=progress)
 
 
-__all__ = ["RankingInputs", "registry_inputs", "zero_shot_graph", "REGISTRY_MAX_NEIGHBOURS"]
+__all__ = ["RankingInputs", "registry_inputs", "assess_dimensions_risk", "zero_shot_graph", "REGISTRY_MAX_NEIGHBOURS"]

@@ -128,7 +128,8 @@ class RiskAssessment:
     the matched permission categories; learned: f_risk [N] (NaN without a head); scores: float32 [N] in
     [0, 1], the same rule on the continuous scale (r − 1)/4 (f_risk raised to the floors, capped by the
     cap; a declared r gives (r − 1)/4) — finer than the levels, for ranking; groups: per tool, the matched
-    risk keyword groups (RISK_KEYWORDS)."""
+    risk keyword groups (RISK_KEYWORDS); dimensions: the dimension assessment the levels follow from
+    (`registry.dimensions.assessment_to_risk`), None for this module's rule."""
 
     levels: np.ndarray
     sources: tuple[tuple[str, ...], ...]
@@ -136,6 +137,7 @@ class RiskAssessment:
     learned: np.ndarray
     scores: np.ndarray
     groups: tuple[tuple[str, ...], ...] = ()
+    dimensions: object = None  # registry.dimensions.DimensionAssessment when the levels come from dimensions
 
     def source_text(self, i: int) -> str:
         return ",".join(self.sources[i])
