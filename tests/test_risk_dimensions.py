@@ -237,3 +237,18 @@ def test_policy_names_dimensions():
         Policy(ask_dimensions=("delete",))
     # a declared level above allow_level is not released by allow_dimensions
     assert decide(Policy(allow_dimensions=("public_sink",)), ("x",), 4, "declared", None).action == "confirm"
+
+
+def test_config_policy_names_dimensions(tmp_path):
+    from riskrank_jax.errors import ConfigError
+    from riskrank_jax.serve.config import read_config
+
+    path = tmp_path / "servers.json"
+    path.write_text('{"mcpServers": {"files": {"command": "python", "args": ["s.py"]}},\n'
+                    ' "policy": {"ask_dimensions": ["public_sink"], "allow_dimensions": ["local_write"],\n'
+                    '            "session_flow": false}}')
+    pol = read_config(path).policy
+    assert (pol.ask_dimensions, pol.allow_dimensions, pol.session_flow) == (("public_sink",), ("local_write",), False)
+    path.write_text('{"mcpServers": {"files": {"command": "python"}},\n "policy": {"ask_dimensions": ["pushes"]}}')
+    with pytest.raises(ConfigError, match=r"servers.json:2: policy.ask_dimensions: unknown dimension\(s\) pushes"):
+        read_config(path)

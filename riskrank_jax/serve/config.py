@@ -22,13 +22,15 @@ from pathlib import Path
 
 from riskrank_jax.errors import ConfigError
 from riskrank_jax.registry.jsontext import line_of, read_json_file
+from riskrank_jax.registry.dimensions import DIMENSION_NAMES
 from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
 
 SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol", "limits"}
 SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol", "limits"}
 PROTOCOLS = ("auto", "legacy")  # "legacy": the initialize handshake, for servers that mishandle server/discover
 TOP_KEYS = {"mcpServers", "registries", "policy", "limits"}
-POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm"}
+POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm", "ask_dimensions", "allow_dimensions",
+               "session_flow"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -163,7 +165,15 @@ def _policy(path, block, parent) -> Policy:
     confirm = block.get("confirm", Policy.confirm)
     if confirm not in CONFIRM_MODES:
         _fail(path, block, f"policy.confirm must be one of {', '.join(CONFIRM_MODES)}, got {confirm!r}")
-    return Policy(allow_level=level, confirm=confirm,
+    flow = block.get("session_flow", Policy.session_flow)
+    if not isinstance(flow, bool):
+        _fail(path, block, f"policy.session_flow must be true or false, got {flow!r}")
+    dims = {k: _strings(path, block.get(k, []), f"policy.{k}", block) for k in ("ask_dimensions", "allow_dimensions")}
+    for k, names in dims.items():
+        bad = [d for d in names if d not in DIMENSION_NAMES]
+        if bad:
+            _fail(path, block, f"policy.{k}: unknown dimension(s) {', '.join(bad)} (known: {', '.join(DIMENSION_NAMES)})")
+    return Policy(allow_level=level, confirm=confirm, session_flow=flow, **dims,
                   **{k: _strings(path, block.get(k, []), f"policy.{k}", block)
                      for k in ("allow", "deny", "trusted_servers")})
 
