@@ -122,7 +122,8 @@ def npm_bin(where: Path, name: str, entry: dict) -> Path:
     if isinstance(b, str):
         return bin_dir / name.split("/")[-1]
     if isinstance(b, dict) and len(b) >= 1:
-        return bin_dir / sorted(b)[0] if len(b) > 1 else bin_dir / next(iter(b))
+        key = sorted(b)[0] if len(b) > 1 else next(iter(b))
+        return bin_dir / key.split("/")[-1]  # npm links a bin named "@scope/x" as .bin/x
     main = pkg.get("main", "index.js")
     return where / "node_modules" / name / main
 
