@@ -1,0 +1,86 @@
+"""The gateway's gate over risk dimensions: per-call SQL decisions, the session-flow rule, dimensions in
+search results, refusals and the audit log — on a catalog built from MCP tool lists as the servers send them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from riskrank_jax.serve.config import GatewayConfig
+from riskrank_jax.serve.gateway import Gateway, GatewayOptions, build_catalog, search
+from riskrank_jax.serve.policy import Policy
+
+
+def _tool(name, description, props=None, annotations=None):
+    t = {"name": name, "description": description, "inputSchema": {"type": "object", "properties": props or {}}}
+    if annotations is not None:
+        t["annotations"] = annotations
+    return t
+
+
+SERVERS = [
+    ("postgres", [_tool("query", "Run a read-only SQL query", {"sql": {"type": "string"}})]),
+    ("fetch", [_tool("fetch", "Fetches a URL from the internet and extracts its contents as markdown",
+                     {"url": {"type": "string"}})]),
+    ("slack", [_tool("slack_post_message", "Post a new message to a Slack channel",
+                     {"channel_id": {"type": "string"}, "text": {"type": "string"}})]),
+    ("notes", [_tool("read_note", "Read a note from the local notes folder", {"name": {"type": "string"}},
+                     {"readOnlyHint": True})]),
+]
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    from riskrank_jax.encode.embedding_cache import EmbeddingCache
+    from riskrank_jax.encode.encoder import load_encoder
+
+    cache = EmbeddingCache(tmp_path_factory.mktemp("cache"))
+    return build_catalog(SERVERS, [], GatewayOptions(), load_encoder(), cache, trusted_servers=("notes",))
+
+
+def _gateway(catalog, tmp_path, policy=Policy()):
+    gw = Gateway(GatewayConfig(policy=policy), GatewayOptions(audit_log=str(tmp_path / "audit.jsonl")))
+    gw.catalog = catalog
+    return gw
+
+
+def test_sql_calls_are_decided_by_their_statement_and_the_audit_names_the_rule(catalog, tmp_path):
+    gw = _gateway(catalog, tmp_path)
+    _, i, select = gw.gate("query", {"sql": "SELECT id, name FROM customers LIMIT 10"})
+    _, _, delete = gw.gate("query", {"sql": "DELETE FROM customers"})
+    assert (select.action, select.rule) == ("allow", "sql: one read-only statement (SELECT)")
+    assert (delete.action, delete.rule) == ("confirm", "sql: DELETE is not read-only")
+    gw.record(catalog, i, "query", {"sql": "DELETE FROM customers"}, "refused", delete.reason)
+    line = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+    assert line["rule"] == "sql: DELETE is not read-only"
+    assert "execution (sql: DELETE is not read-only)" in line["dimensions"]
+    assert "DELETE" not in json.dumps({k: v for k, v in line.items() if k not in ("rule", "dimensions", "reason")})
+
+
+def test_a_sink_that_passes_asks_once_untrusted_content_has_answered(catalog, tmp_path):
+    gw = _gateway(catalog, tmp_path, Policy(allow_dimensions=("public_sink", "destructive")))
+    args = {"channel_id": "C1", "text": "hi"}
+    assert gw.gate("slack_post_message", args)[2].action == "allow"
+    fetch = catalog.by_name["fetch"]
+    assert catalog.ranker.risk_dimensions[fetch]["untrusted_content"]["value"] is True
+    gw.note_answer(catalog, fetch)
+    after = gw.gate("slack_post_message", args)[2]
+    assert (after.action, after.rule) == ("confirm", "session flow")
+    assert "'fetch' returned untrusted content earlier in this session" in after.reason
+    assert gw.gate("read_note", {"name": "todo"})[2].action == "allow"
+
+
+def test_search_results_and_refusals_show_dimensions_and_sources(catalog, tmp_path):
+    out = search(catalog, "post a message to the team channel", 4, Policy())
+    slack = next(t for t in out["tools"] if t["name"] == "slack_post_message")
+    assert slack["dimensions"]["public_sink"] == {"value": True, "source": "keywords:post message"}
+    assert slack["call"] == "needs confirmation" and "public_sink (keywords:post message)" in slack["risk_source"]
+    assert len(out["tools"]) == 4  # k = every tool of the catalog
+    q = next(t for t in out["tools"] if t["name"] == "query")
+    assert q["call"] == "needs confirmation (allowed without it for one read-only sql argument)"
+    assert q["dimensions"]["argument_rule"] == "sql:sql"
+    gw = _gateway(catalog, tmp_path, Policy(confirm="refuse"))
+    refused = gw.gate("slack_post_message", {"channel_id": "C1", "text": "hi"})[2]
+    assert refused.action == "refuse"
+    assert "public_sink (keywords:post message)" in refused.reason and "confirm: refuse" in refused.reason
