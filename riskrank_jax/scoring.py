@@ -4,6 +4,7 @@ risk / permission thresholds.
     s = penalise(rel, risk, 0.1)                          # [..., Q, N]: f_rel − λ·f_risk
     s = penalise(rel, risk, jnp.array([0., .1, .2]))      # [L, ..., Q, N]: a whole λ grid at once
     ranking = rank_order(s)                               # int32 [..., N], best first, ties → lower index
+    s = tie_snapped(s)                                    # scores within float noise of each other made equal
     ranking = rank_order_host(np.asarray(s))              # the same order, sorted by numpy (CPU evaluation)
     risky = is_risky(levels)                              # r ≥ RISK_THRESHOLD (3)
 
@@ -12,6 +13,12 @@ when r ≥ 3 (RVR, NeedRisk-Hit, the rule filter, risk co-occurrence edges, high
 when r ≥ 4 (SRR, sNDCG) and *high-permission* when perm_level ≥ 2 (the rule filter, graph statistics).
 The risk head is trained towards ``level_to_score(r) = (r − 1)/4``, which is also the risk score a ranker
 uses for a tool whose risk comes from a label rather than from a head.
+
+Ties: every ordering here (``rank_order``, ``rank_order_host``, ``top_order``) first snaps each row of scores
+to a grid of ``2**TIE_BITS`` ulps of the row's largest finite magnitude (``tie_snapped``), so that scores that
+differ only by float rounding (two tools with the same text, a sum taken in another order by another CPU's
+kernels) are equal and ordered by the lower tool index. Two machines then disagree only where scores differ by
+more than float noise, or straddle a grid line (docs/protocols.md, "Reproducibility").
 
 Why written once: the Ranker, the experiments and the metrics cannot disagree on a threshold or an order.
 """
@@ -29,6 +36,10 @@ RISK_THRESHOLD = 3  # r >= this: risky (violating) tool
 SEVERE_THRESHOLD = 4  # r >= this: severe risk
 PERM_THRESHOLD = 2  # perm_level >= this: high-permission tool
 RISK_LEVELS = (1, 2, 3, 4, 5)
+# scores within 2**TIE_BITS ulps (float32) of the row's largest finite |score| are ties, ordered by tool index:
+# above the rounding another CPU's kernels leave in a score (a few ulps), far below a real difference
+TIE_BITS = 4
+_MANTISSA_BITS = 24  # float32 significand, implicit bit included
 
 
 def _array(x):
@@ -87,9 +98,29 @@ def penalise(rel, risk, lambdas):
     return rel[None] - lam.reshape((-1,) + (1,) * max(rel.ndim, risk.ndim)) * risk[None]
 
 
+def tie_snapped(scores, xp=jnp):
+    """float32 [..., N]: each row of ``scores`` rounded to a multiple of 2**(e − 24 + TIE_BITS), e the binary
+    exponent of the row's largest finite |score| (one float32 ulp of it, times 2**TIE_BITS), by ``xp`` (``jnp``
+    or ``np``).
+
+    Scaling by a power of two is exact, so the only change is the rounding; ±inf and NaN stay as they are, a row
+    without a finite nonzero score is returned unchanged. Why per row and not per score: the rounding error of
+    a dot product or a fused score is set by the magnitude of its terms, not of its result (a score near 0 is as
+    noisy as one near the top).
+    """
+    s = xp.asarray(scores, dtype=xp.float32)
+    finite = xp.isfinite(s)
+    top = xp.max(xp.where(finite, xp.abs(s), xp.float32(0.0)), axis=-1, keepdims=True)
+    _, exponent = xp.frexp(top)  # top = m · 2**exponent, m in [0.5, 1); one ulp of top is 2**(exponent − 24)
+    shift = (exponent - _MANTISSA_BITS + TIE_BITS).astype(xp.int32)
+    snapped = xp.ldexp(xp.round(xp.ldexp(s, -shift)), shift).astype(xp.float32)
+    return xp.where(finite, snapped, s)
+
+
 def rank_order(scores):
-    """int32 [..., N]: tool ids by descending score, ties broken by the lower tool index (stable sort)."""
-    return jnp.argsort(-jnp.asarray(scores), axis=-1, stable=True).astype(jnp.int32)
+    """int32 [..., N]: tool ids by descending score, ties (equal after ``tie_snapped``) broken by the lower tool
+    index (stable sort)."""
+    return jnp.argsort(-tie_snapped(scores), axis=-1, stable=True).astype(jnp.int32)
 
 
 def _order_keys(scores: np.ndarray) -> np.ndarray:
@@ -115,7 +146,7 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
     over ``threads`` threads (default: the CPUs this process may use, ``cpus.usable_cpus``; numpy releases the GIL while sorting). For
     evaluation on the CPU backend: under ``jit`` or on an accelerator use ``rank_order``.
     """
-    s = np.ascontiguousarray(scores, dtype=np.float32)
+    s = np.ascontiguousarray(tie_snapped(np.asarray(scores, np.float32), np), dtype=np.float32)
     if s.shape[-1] >= 1 << 32:
         raise ValueError(f"rank_order_host supports fewer than 2**32 tools, got {s.shape[-1]}")
     flat = s.reshape(-1, s.shape[-1])
@@ -137,12 +168,12 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
 
 
 def top_order(scores, k: int):
-    """int32 [..., k]: the first k entries of ``rank_order(scores)`` (``lax.top_k`` keeps the lower index first
-    among equal scores), without sorting the whole pool."""
+    """int32 [..., k]: the first k entries of ``rank_order(scores)`` (``lax.top_k`` of the snapped scores keeps
+    the lower index first among equal ones), without sorting the whole pool."""
     import jax
 
-    return jax.lax.top_k(jnp.asarray(scores), k)[1].astype(jnp.int32)
+    return jax.lax.top_k(tie_snapped(scores), k)[1].astype(jnp.int32)
 
 
 __all__ = ["RISK_THRESHOLD", "SEVERE_THRESHOLD", "PERM_THRESHOLD", "RISK_LEVELS", "is_risky", "is_severe",
-           "is_high_permission", "level_to_score", "l2_normalise", "penalise", "rank_order", "rank_order_host", "top_order"]
+           "is_high_permission", "level_to_score", "l2_normalise", "penalise", "rank_order", "rank_order_host", "top_order", "tie_snapped", "TIE_BITS"]

@@ -19,6 +19,22 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
 
 
+REPORTED: list[str] = []  # figures tests measured, printed in pytest's closing summary (report_line)
+
+
+@pytest.fixture
+def report_line():
+    """Append a line to the closing summary of the run (shown with -q too): a figure a test measured."""
+    return REPORTED.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORTED:
+        terminalreporter.section("figures the tests measured")
+        for line in REPORTED:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def real_data_dir():
     """Root of the real benchmarks; skips the test (saying why) when they are not present."""

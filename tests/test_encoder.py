@@ -23,6 +23,11 @@ from conftest import make_tiny_bert
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Float32 rounding of an encoder output: its components are those of a unit vector (|x| <= 1), so a kernel that
+# sums the same terms in another order (another batch layout, another CPU's vector width) moves each by a few
+# ulps of 1.0 (measured: at most 1 ulp on the tiny model); 8 ulps of 1.0 bounds that with room to spare.
+REORDER_ATOL = 8 * float(np.finfo(np.float32).eps)
+
 
 @pytest.fixture(scope="module")
 def reference(fixtures_dir):
@@ -69,11 +74,14 @@ def test_default_encoder_with_cache_and_order(minilm, reference, tmp_path):
 
 def test_vector_of_a_text_does_not_depend_on_its_batch(minilm):
     """The demo's 263 tool descriptions: forward, reversed, shuffled, one at a time and with other batch
-    sizes give bit-identical vectors (a text's padded length and its batch's shape depend on nothing else)."""
+    sizes give the same vectors within float32 rounding (a text's padded length and its batch's shape depend on
+    nothing else; bit-identical on the CPUs of docs/protocols.md, but a kernel may sum in another order
+    elsewhere), and the same call twice gives bit-identical vectors (same program, same inputs)."""
     texts = [json.loads(line)["api_description"]
              for line in (REPO / "riskrank_jax" / "data" / "demo" / "tool.jsonl").read_text().splitlines()]
     assert len(texts) == 263
     base = minilm.encode(texts, batch_size=64)
+    assert np.array_equal(minilm.encode(texts, batch_size=64), base)
     rng = np.random.default_rng(0)
     perm = rng.permutation(len(texts))
     variants = {
@@ -83,14 +91,17 @@ def test_vector_of_a_text_does_not_depend_on_its_batch(minilm):
         "batch 1 (2 rows)": minilm.encode(texts[:40], batch_size=1),
     }
     for name, vecs in variants.items():
-        assert np.array_equal(vecs, base[: len(vecs)]), (name, float(np.max(np.abs(vecs - base[: len(vecs)]))))
+        assert np.max(np.abs(vecs - base[: len(vecs)])) <= REORDER_ATOL, (name, float(np.max(np.abs(vecs - base[: len(vecs)]))))
     picks = rng.choice(len(texts), 12, replace=False)
     alone = np.stack([minilm.encode([texts[i]], batch_size=8)[0] for i in picks])
-    assert np.array_equal(alone, base[picks])
+    assert np.max(np.abs(alone - base[picks])) <= REORDER_ATOL
     # random companions in a mixed list with texts from outside the demo
     extra = ["delete every file in the home directory", "what is the weather in Paris tomorrow?"]
     mixed = minilm.encode(extra + [texts[i] for i in picks[:6]], batch_size=8)
-    assert np.array_equal(mixed[2:], base[picks[:6]])
+    assert np.max(np.abs(mixed[2:] - base[picks[:6]])) <= REORDER_ATOL
+    gaps = np.max(np.abs(base[:40, None] - base[None, :40]), axis=-1)  # [40, 40] between the first 40 texts
+    distinct = np.array([[a != b for b in texts[:40]] for a in texts[:40]])
+    assert np.min(gaps[distinct]) > 100 * REORDER_ATOL  # distinct texts differ by far more than the tolerance
 
 
 def test_a_long_text_gives_the_same_vector_wherever_it_sits_in_its_row(minilm):
@@ -106,7 +117,7 @@ def test_a_long_text_gives_the_same_vector_wherever_it_sits_in_its_row(minilm):
         n_tokens = len(minilm.tokenize([companion])[0])
         assert n_tokens == 2 * n_words + 2
         vecs = minilm.encode([companion, target], batch_size=64)
-        assert np.array_equal(vecs[1], alone), (n_words, float(np.max(np.abs(vecs[1] - alone))))
+        assert np.max(np.abs(vecs[1] - alone)) <= REORDER_ATOL, (n_words, float(np.max(np.abs(vecs[1] - alone))))
         (rows, _, _), = minilm.batches(np.array([n_tokens, 44]), 64)
         assert [r.tolist() for r in rows] == [[0, 1]]  # one row, the target at offset n_tokens: really packed
 
@@ -253,10 +264,16 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
     assert np.max(np.abs(a[0] - a[1])) <= 1e-6  # everything past 40 tokens is cut
 
     batched = enc.encode(TINY_TEXTS, batch_size=4)  # packed into rows of 48, the last batch filled
+    # the same texts in the same batches run the same program on the same inputs: bit-identical by construction
+    assert np.array_equal(enc.encode(TINY_TEXTS, batch_size=4), batched)
+    # elsewhere in a row or batch, a text's tokens meet the same arithmetic, but a CPU's kernels may sum them in
+    # another order: equal within float32 rounding (REORDER_ATOL), far below what another text would change
     one_by_one = np.concatenate([enc.encode([t], batch_size=4) for t in TINY_TEXTS])
-    assert np.array_equal(batched, one_by_one)
+    assert np.max(np.abs(batched - one_by_one)) <= REORDER_ATOL
     rev = enc.encode(TINY_TEXTS[::-1], batch_size=4)
-    assert np.array_equal(rev[::-1], batched)
+    assert np.max(np.abs(rev[::-1] - batched)) <= REORDER_ATOL
+    assert np.min(np.max(np.abs(batched[:, None] - batched[None]), axis=-1)[~np.eye(len(batched), dtype=bool)]) \
+        > 1000 * REORDER_ATOL  # any two of the texts differ by far more: the tolerance cannot hide a mix-up
 
     shapes = set(enc.compiled_shapes)
     assert enc.row_lengths == (48,) and enc.tokens_per_batch(4) == 96

@@ -36,11 +36,12 @@ embedding cache and the sweep never use it. The batch axis is sharded over all `
 NamedSharding over a 1-D mesh ("data"); the weights are replicated. Float32 matmuls run at "highest"
 precision by default so that GPU/TPU results match CPU.
 
-Batch independence: a text's vector is bit-identical whatever other texts share its batch or row, its row,
-its place in the row and the batch's T, because a text's row length depends on its own token count only and
-the arithmetic on its tokens does not depend on where they sit; the softmax denominator, which as a reduction
-over the row changed with the text's offset, is computed as a matmul column instead (riskrank_jax/encode/bert.py).
-The conditions this was checked under are in docs/performance.md ("Encoding").
+Batch independence: a text's vector does not depend on the other texts of its batch or row, its row, its
+place in the row or the batch's T, because a text's row length depends on its own token count only and the
+arithmetic on its tokens is the same wherever they sit; the softmax denominator, which as a reduction over the
+row changed with the text's offset, is computed as a matmul column instead (riskrank_jax/encode/bert.py). Bit for bit
+where the CPU's kernels sum in the same order wherever the tokens sit; within an ulp of 1.0 where, for some
+shapes, they do not (docs/protocols.md, "Reproducibility").
 
 Why packed rows of one fixed token count: almost no compute goes to padding, and at most two programs compile.
 """

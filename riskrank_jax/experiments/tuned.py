@@ -32,6 +32,7 @@ from riskrank_jax.experiments.stages import risk_only_scores, short_hash
 from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, embed_states, hard_negatives, tune_encoder
 from riskrank_jax.retrieve.hybrid import choose_weight, fuse
 from riskrank_jax.runtime.progress import progress_bar
+from riskrank_jax.scoring import rank_order_host
 
 GATES = (0.0, 0.25, 0.5, 0.75, 1.0)
 HARD_POOL = 40  # first-stage rows searched for each training query's hard negatives
@@ -59,7 +60,7 @@ class TunedModels:
 def _ndcg5(scores, gold) -> float:
     import jax.numpy as jnp
 
-    top = np.argsort(-np.asarray(scores), axis=1, kind="stable")[:, :5]
+    top = rank_order_host(np.asarray(scores, np.float32))[:, :5]
     return float(np.asarray(metrics.ndcg_at_k(jnp.asarray(top), jnp.asarray(gold), k=5)).mean())
 
 

@@ -48,7 +48,7 @@ from riskrank_jax.model import heads
 from riskrank_jax.rank import stacked
 from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve import hybrid
-from riskrank_jax.scoring import level_to_score, penalise, rank_order
+from riskrank_jax.scoring import level_to_score, penalise, rank_order, top_order
 
 FORMAT = "riskrank-jax/ranker"
 FORMAT_VERSION = 1
@@ -184,8 +184,8 @@ def _full_rank_with_parts(arrays, rel, risk_penalty, pen, total, config: RankCon
     parts = ScoreParts(rel, risk_penalty, total - pen, total)
     if config.rule_filter:
         ids = _rule(rank_order(parts.total), arrays, config)[:, :k]
-    else:  # top_k returns equal scores lower index first, as rank_order does, without sorting all N
-        ids = jax.lax.top_k(parts.total, k)[1].astype(jnp.int32)
+    else:  # the first k of rank_order, without sorting all N
+        ids = top_order(parts.total, k)
     return ids, ScoreParts(*(jnp.take_along_axis(x, ids, axis=-1) for x in parts))
 
 

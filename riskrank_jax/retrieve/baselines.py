@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.runtime.logs import quiet_library_loggers
-from riskrank_jax.scoring import rank_order
+from riskrank_jax.scoring import rank_order, top_order
 
 __all__ = ["bm25_scores", "Bm25Index", "dense_scores", "rank_full", "top_candidates", "candidate_full_ranking",
            "candidate_full_ranking_host"]
@@ -133,8 +133,8 @@ def rank_full(scores: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("c",))
 def top_candidates(scores: jax.Array, *, c: int = 100) -> jax.Array:
-    """The c best tools in the order of :func:`rank_full` (``lax.top_k``: equal scores keep the lower
-    index first), i.e. ``rank_full(scores)[..., :c]``.
+    """The c best tools in the order of :func:`rank_full` (``scoring.top_order``: equal scores, after
+    ``scoring.tie_snapped``, keep the lower index first), i.e. ``rank_full(scores)[..., :c]``.
 
     Args:
       scores: float [..., N], N >= c.
@@ -146,7 +146,7 @@ def top_candidates(scores: jax.Array, *, c: int = 100) -> jax.Array:
     scores = jnp.asarray(scores)
     if not 1 <= c <= scores.shape[-1]:
         raise ValueError(f"c must be in 1..{scores.shape[-1]}, got {c}")
-    return jax.lax.top_k(scores, c)[1].astype(jnp.int32)
+    return top_order(scores, c)
 
 
 def _candidate_full_ranking_row(cand: jax.Array, base: jax.Array) -> jax.Array:
