@@ -41,6 +41,7 @@ __all__ = [
     "mrr",
     "recall_at_k",
     "success_at_k",
+    "complete_at_k",
     "rvr_at_k",
     "srr_at_k",
     "needrisk_hit_at_k",
@@ -202,6 +203,26 @@ def success_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
       float32 [...] of 0/1.
     """
     return jnp.any(_is_gold(_top(ranking, k), gold), axis=-1).astype(jnp.float32)
+
+
+@_jit_k
+def complete_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
+    """Complete at k: whether every gold tool is in the top k (a request that needs several tools is served only
+    when the list holds all of them).
+
+    Complete@k = 1[gold ⊆ top-k]; 0 when |gold| = 0.
+
+    Args:
+      ranking: int32 [..., L] tool indices, best first.
+      gold: int32 [..., G] gold tools, padded with -1.
+      k: cut-off (keyword-only, static).
+
+    Returns:
+      float32 [...] of 0/1.
+    """
+    hits = jnp.sum(_is_gold(_top(ranking, k), gold), axis=-1)
+    n = _n_gold(gold)
+    return ((n > 0) & (hits == n)).astype(jnp.float32)
 
 
 def _risk_rate(ranking, risk, k: int, predicate) -> jax.Array:

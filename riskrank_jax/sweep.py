@@ -80,12 +80,13 @@ def resolved_config(benchmark: str, flags: dict, sets) -> SweepConfig:
 SWEEP_OPTIONS = (
     click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
                  show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
-                 "ultratool sealtools); 'all' = demo ultratool sealtools. Several run side by side in worker "
-                 "processes (see --jobs)."),
+                 "ultratool sealtools); 'all' = demo ultratool sealtools livemcpbench. Several run side by side "
+                 "in worker processes (see --jobs)."),
     click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
                  "(default: the embedded all-MiniLM-L6-v2). Leaf encoder.path."),
     click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-                 help="Root holding ultratool/ and seal_tools/ (default: $RISKRANK_DATA; layout: docs/data.md)."),
+                 help="Root holding ultratool/, seal_tools/ and livemcpbench/ (default: $RISKRANK_DATA; layout: "
+                      "docs/data.md)."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                  help="Results root; each benchmark writes <DIR>/<benchmark>/ (default: $RISKRANK_RUNS, else runs/ "
                       "at the repository root)."),
@@ -161,7 +162,8 @@ def main(ctx, benchmarks, out_dir, update_reference, sets, show_config, force, n
 
 
 def expand_benchmarks(names) -> list[str]:
-    """--benchmark values in order, 'all' expanded to demo, ultratool, sealtools, each benchmark once."""
+    """--benchmark values in order, 'all' expanded to demo, ultratool, sealtools, livemcpbench, each benchmark
+    once."""
     out = []
     for name in names:
         for b in ALL_BENCHMARKS if name == "all" else (name,):

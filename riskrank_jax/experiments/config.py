@@ -29,7 +29,8 @@ from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 # UltraTool tunes 15 encoders (3 seeds x 5 folds): one epoch each keeps its sweep within the time budget
 BENCHMARK_DEFAULTS = {"ultratool": {"alpha": 0.2, "main_split": "test", "tune_epochs": 1},
                       "sealtools": {"alpha": 0.02, "main_split": "test_in"},
-                      "demo": {"alpha": 0.2, "main_split": "test"}}
+                      "demo": {"alpha": 0.2, "main_split": "test"},
+                      "livemcpbench": {"alpha": 0.2, "main_split": "test"}}
 # leaves that never change results (where files live, how much memory a step may use)
 NON_RESULT_LEAVES = ("data.data_dir", "runtime.memory_budget", "runtime.cache_dir", "runtime.checkpoint_dir")
 # leaves of a reused dataclass that the sweep does not read, so setting them would change nothing: {path: why}
@@ -70,6 +71,21 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class McpConfig:
+    """The LiveMCPBench sweep (``experiments.livemcp``): the benchmark agent's top_servers / top_tools (its README's
+    TOP_SERVERS = 5, TOP_TOOLS = 3); the weights of the Ranker's request stages in its rows (server_weight,
+    sibling_weight, step_weight: ``rank.ranker.RankConfig``); risk_labels: the labelled tool corpus, relative to
+    the repository root ("" = none: RVR@5 is then "not labelled")."""
+
+    top_servers: int = 5
+    top_tools: int = 3
+    server_weight: float = 0.5
+    sibling_weight: float = 0.5
+    step_weight: float = 0.3
+    risk_labels: str = "experiments/mcp_risk/corpus/labels.jsonl"
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     """How a sweep runs, never what it computes: memory budget (bytes), embedding cache and checkpoint roots."""
 
@@ -97,6 +113,7 @@ class SweepConfig:
     rank: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter (``rank.rule_filter``)
     eval: EvalConfig = field(default_factory=EvalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)  # the LiveMCPBench sweep only
 
     def __post_init__(self):
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -113,6 +130,8 @@ class SweepConfig:
     def result_key(self) -> dict:
         """``to_dict`` minus the leaves that never change results (``NON_RESULT_LEAVES``): what the run key hashes."""
         d = self.to_dict()
+        if self.benchmark != "livemcpbench":  # read by that sweep alone: other benchmarks' run keys stay as they were
+            d.pop("mcp")
         for path in NON_RESULT_LEAVES:
             section, name = path.split(".")
             d[section].pop(name)
@@ -211,6 +230,6 @@ def _checked_value(hint, value, path: str):
     return value
 
 
-__all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "EvalConfig", "RuntimeConfig",
+__all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "EvalConfig", "RuntimeConfig", "McpConfig",
            "ConfigError", "BENCHMARK_DEFAULTS", "NON_RESULT_LEAVES", "default_config", "leaf_paths",
            "with_overrides", "parse_leaf"]

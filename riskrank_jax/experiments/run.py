@@ -46,7 +46,7 @@ from riskrank_jax.model.train import TrainConfig, plain_config
 from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
 from riskrank_jax.runtime import compile_cache
 
-ALL_BENCHMARKS = ("demo", "ultratool", "sealtools")
+ALL_BENCHMARKS = ("demo", "ultratool", "sealtools", "livemcpbench")
 RESULTS_VERSION = 2
 # results.json "reproducibility": what a rerun of the same configuration may differ by (measured, see how_measured)
 REPRODUCIBILITY = {
@@ -275,6 +275,11 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
     a fake encoder); otherwise they are loaded by name (the encoder by ``encoder_loader``, by default
     ``load_encoder_lazily``: its weights and tokenizer are loaded only when a text is missing from the embedding
     cache; a run in turn over several benchmarks shares one)."""
+    if cfg.benchmark == "livemcpbench":  # zero-shot rows over real MCP servers (experiments.livemcp)
+        from riskrank_jax.experiments.livemcp import run_livemcpbench
+
+        return run_livemcpbench(cfg, workdir, force=force, encoder_loader=encoder_loader, report_to=report_to,
+                                side_by_side=side_by_side, bench=bench, encoder=encoder)
     t0 = time.perf_counter()
     log = StageLog(cfg.benchmark)
     out_dir = Path(workdir) / cfg.benchmark
@@ -348,7 +353,7 @@ def run_in_turn(tasks, compile_cache_root) -> list[str]:
 
 # the longest first, so the last to finish is a short one (their stage times: docs/performance.md, "Whole
 # sweeps"); other names keep their order, after these
-EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo")
+EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo", "livemcpbench")
 
 
 def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:

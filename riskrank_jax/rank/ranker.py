@@ -75,6 +75,14 @@ class RankConfig:
     The scale of λ follows the relevance it is subtracted from: with a head, f_rel's; zero-shot with
     "dense", cosine units; zero-shot with "hybrid", per-query standard deviations (λ = 0.5 moves a tool of
     risk score 1 down by half the spread of that query's scores). Risk scores lie in [0, 1].
+
+    Request stages, applied to the first stage's scores before the penalty (``rank.request_stages``):
+    multi_step splits a request into its steps (``retrieve.steps``: clauses, enumerations, conjunctions, file
+    paths), scores each and adds step_weight × the best step's z-score to the whole request's (at most
+    max_steps steps); server_context adds server_weight × the z-score of the tool's server (its name and
+    description against the request) and sibling_weight × that of the server's best tool
+    (``retrieve.servers.server_context``; needs a ranker that knows each tool's server). Both keep the scale of
+    the scores they start from, so λ keeps its meaning.
     """
 
     lam: float = 0.1
@@ -87,8 +95,16 @@ class RankConfig:
     perm_cap: int = 2
     sim_threshold: float = 0.9
     hybrid_weight: float = hybrid.DEFAULT_WEIGHT
+    multi_step: bool = False
+    step_weight: float = 0.3
+    max_steps: int = 6
+    server_context: bool = False
+    server_weight: float = 0.5
+    sibling_weight: float = 0.5
 
     def __post_init__(self):
+        if min(self.step_weight, self.server_weight, self.sibling_weight) < 0 or self.max_steps < 2:
+            raise RankerError("step_weight, server_weight and sibling_weight must be >= 0 and max_steps >= 2")
         if self.first_stage not in FIRST_STAGES:
             raise RankerError(f"first_stage must be one of {', '.join(FIRST_STAGES)}; got {self.first_stage!r}")
         if not 0 <= self.hybrid_weight <= 1:
@@ -225,6 +241,10 @@ class Ranker:
     config: RankConfig = RankConfig()
     provenance: dict = field(default_factory=dict)
     encoder: object = field(default=None, repr=False)  # embeds queries in rank_queries; not saved
+    # the server of each tool (int32 [N]) and each server's embedded name and description (float32 [M, d]), for
+    # the server-context stage; None when unknown (benchmarks without servers, a registry of one source)
+    tool_server: np.ndarray | None = None
+    server_emb: np.ndarray | None = None
     # per tool: its risk dimensions with their sources (registry.dimensions.DimensionAssessment.row), or () when
     # the levels do not come from dimensions (benchmarks, declared risks, an explicit risk head)
     risk_dimensions: tuple = ()
@@ -280,7 +300,8 @@ class Ranker:
 
     @classmethod
     def from_registry(cls, paths_or_dicts, *, encoder=None, cache=None, config: RankConfig | None = None,
-                      risk_head=None, trust_annotations: bool = False, trusted_sources=()) -> "Ranker":
+                      risk_head=None, trust_annotations: bool = False, trusted_sources=(),
+                      server_texts: dict | None = None) -> "Ranker":
         """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
 
         Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is),
@@ -292,7 +313,9 @@ class Ranker:
         when config.alpha > 0, builds the graph from semantic and permission edges, each tool's bounded to its
         mutual top 32 of each type (``registry_inputs.zero_shot_graph``: O(N) edges and memory, 50,000 tools in
         under 1 GiB with their texts cached; a progress bar over its tiles from 8,192 tools). ``config`` defaults to
-        ``DEFAULT_REGISTRY_CONFIG``. Rank with ``rank_queries``.
+        ``DEFAULT_REGISTRY_CONFIG``. With two or more sources, each tool's server (its source) and the servers'
+        embedded texts are kept for the server-context stage (``server_texts``: {source: name and description};
+        default: the source name's words). Rank with ``rank_queries``.
         """
         from riskrank_jax.encode.embedding_cache import EmbeddingCache
         from riskrank_jax.encode.encoder import load_encoder
@@ -317,7 +340,7 @@ class Ranker:
                            graph=zero_shot_graph(inputs) if config.alpha > 0 else None, config=config,
                            risk_source=inputs.risk_source, risk_scores=inputs.risk.scores, provenance=prov,
                            risk_dimensions=_dimension_rows(inputs.risk))
-        return dataclasses.replace(ranker, encoder=encoder)
+        return dataclasses.replace(ranker, encoder=encoder, **_server_arrays(reg, encoder, cache, server_texts))
 
     def with_config(self, config: RankConfig) -> "Ranker":
         """The same ranker with another config; the arrays on the device, the prepared graph, the BM25 index and
@@ -379,8 +402,15 @@ class Ranker:
         return q
 
     def _first_stage(self, q, q_texts):
-        """``first_stage_scores`` of checked q [Q, d] (host or device), left where they are computed: BM25 on
-        the host, cosine and the hybrid fusion on the device."""
+        """``first_stage_scores`` of checked q [Q, d] (host or device), then the request stages the config turns on
+        (``request_stages``: multi-step, server context)."""
+        from riskrank_jax.rank.request_stages import staged_first_stage
+
+        return staged_first_stage(self, q, q_texts, self._plain_first_stage)
+
+    def _plain_first_stage(self, q, q_texts):
+        """The first stage's scores of q [Q, d] (host or device), left where they are computed: BM25 on the host,
+        cosine and the hybrid fusion on the device."""
         stage = self.config.first_stage
         if stage in ("bm25", "hybrid") and (q_texts is None or len(q_texts) != q.shape[0]):
             raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
@@ -489,6 +519,8 @@ class Ranker:
                 "perm_level": self.perm_level}
         if self.params is not None:
             tree["params"] = jax.tree.map(np.asarray, self.params)
+        if self.tool_server is not None:
+            tree["servers"] = {"of_tool": self.tool_server, "emb": self.server_emb}
         if self.graph is not None:
             tree["graph"] = {"senders": self.graph.senders, "receivers": self.graph.receivers,
                              "weights": self.graph.weights, "type_weights": self.graph.type_weights}
@@ -627,6 +659,22 @@ def _dimension_rows(risk) -> tuple:
     return () if dims is None else tuple(dims.row(i) for i in range(dims.size))
 
 
+def _server_arrays(reg, encoder, cache, server_texts) -> dict:
+    """{"tool_server": int32 [N], "server_emb": float32 [M, d]} of a registry of two or more sources (a source is
+    an MCP server or a file): each server embedded as ``server_texts[source]`` when given, else its name's words;
+    {} for a registry of one source."""
+    from riskrank_jax.data.permissions import split_identifier
+    from riskrank_jax.encode.embedding_cache import embed_texts
+
+    names = list(dict.fromkeys(t.source for t in reg.tools))
+    if len(names) < 2:
+        return {}
+    texts = [(server_texts or {}).get(n) or split_identifier(n).strip() or n for n in names]
+    index = {n: i for i, n in enumerate(names)}
+    return {"tool_server": np.asarray([index[t.source] for t in reg.tools], np.int32),
+            "server_emb": np.asarray(embed_texts(encoder, texts, cache), np.float32)}
+
+
 def _from_saved(d: Path, m: dict) -> Ranker:
     import orbax.checkpoint as ocp
 
@@ -649,6 +697,9 @@ def _from_saved(d: Path, m: dict) -> Ranker:
                           risk_dimensions=t.get("risk_dimensions", ()))
     if ranker.registry_fingerprint != m["registry_fingerprint"]:
         raise RankerError(f"{d}: stored tools do not match the manifest's registry fingerprint (damaged save?)")
+    if "servers" in tree:
+        ranker = dataclasses.replace(ranker, tool_server=np.asarray(tree["servers"]["of_tool"], np.int32),
+                                     server_emb=np.asarray(tree["servers"]["emb"], np.float32))
     return ranker
 
 

@@ -1,0 +1,294 @@
+"""The LiveMCPBench sweep (``python -m riskrank_jax.sweep --benchmark livemcpbench``): real MCP servers' tools,
+multi-step requests, zero-shot rows side by side.
+
+Rows (``ROWS``, every one zero-shot: nothing is trained on the benchmark's tasks):
+
+* ``bm25``, ``dense``, ``hybrid`` — the baselines over the tool texts ``riskrank-jax rank`` embeds;
+* ``two_stage`` — LiveMCPBench's own agent: the top ``mcp.top_servers`` servers by cosine with their name and
+  description, then each one's top ``mcp.top_tools`` tools by cosine (same encoder), listed server by server;
+* ``mcp_zero`` — MCP-Zero's hierarchical server → tool matcher, (s_server · s_tool) · max(s_server, s_tool);
+* ``default`` — what ``riskrank-jax rank`` does (``Ranker.from_registry`` with ``DEFAULT_REGISTRY_CONFIG``),
+  and ``default_lam0`` the same at λ = 0;
+* ``server`` / ``steps`` / ``server_steps`` — the default ranker with the server-context stage, the multi-step
+  stage, or both (``RankConfig.server_context`` / ``multi_step``), each also at λ = 0 (``…_lam0``);
+* ``server_steps_namesakes`` — ``server_steps`` with every copy of a tool name ranked at its best copy's score
+  (the benchmark makes both copies gold).
+
+Metrics per row: NDCG@5, Recall@5, Recall@10, complete@10 (every needed tool in the top 10), with the standard
+error of the mean over tasks; RVR@5 = the share of the top 5 that must be confirmed, from the labelled corpus
+(``mcp.risk_labels``; "not labelled" when it covers none of the tools); cost = the row's wall-clock seconds
+(ranking every task, after the shared embedding of tools and queries).
+
+Why its own sweep: there is nothing to train, the server of each tool is part of the data, and every row is a
+ranker a user can run on their own servers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import click
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from riskrank_jax import metrics
+from riskrank_jax.data.livemcpbench import load_livemcpbench, risk_labels
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+from riskrank_jax.errors import DataError
+from riskrank_jax.experiments.stages import StageLog, short_hash
+from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
+from riskrank_jax.retrieve import baselines, hybrid, servers
+from riskrank_jax.scoring import top_order
+
+RESULTS_VERSION = 1
+LIST_K = 10
+METRICS = ("ndcg@5", "recall@5", "recall@10", "complete@10")
+NOT_LABELLED = "not labelled"
+# row -> (what it is, the RankConfig fields it changes from DEFAULT_REGISTRY_CONFIG; None: not a Ranker row)
+ROWS = {
+    "bm25": ("BM25 over the tool texts", None),
+    "dense": ("dense cosine (the encoder) over the tool texts", None),
+    "hybrid": ("hybrid: 0.6·z(cosine) + 0.4·z(BM25)", None),
+    "two_stage": ("LiveMCPBench's agent: top servers by cosine, then their top tools", None),
+    "mcp_zero": ("MCP-Zero: (s_server · s_tool) · max(s_server, s_tool)", None),
+    "default": ("riskrank-jax rank, zero-shot default (hybrid − λ·risk, graph)", {}),
+    "default_lam0": ("the default at λ = 0", {"lam": 0.0}),
+    "server": ("default + server context", {"server_context": True}),
+    "server_lam0": ("default + server context, λ = 0", {"server_context": True, "lam": 0.0}),
+    "steps": ("default + multi-step", {"multi_step": True}),
+    "steps_lam0": ("default + multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
+    "server_steps": ("default + server context + multi-step", {"server_context": True, "multi_step": True}),
+    "server_steps_lam0": ("default + server context + multi-step, λ = 0",
+                          {"server_context": True, "multi_step": True, "lam": 0.0}),
+    "server_steps_namesakes": ("server_steps, each tool name's copies ranked together", None),
+}
+# rows that take a model trained on another benchmark: not run here, and why
+NOT_RUN = {
+    "sealtools_heads": "not run: the Seal-Tools-trained heads and correction reranker are trained per sweep and not "
+                       "saved as a registry ranker; applying them needs a ranker fitted on Seal-Tools first",
+    "ft_encoder": "not run: a tuned encoder (fit --tune-encoder) costs minutes per epoch on this CPU",
+    "cross_encoder": "not run: the cross-encoder rows are opt-in and too slow for this CPU (docs/beyond.md §7)",
+}
+
+
+def list_metrics(ranking, gold, confirm_levels=None) -> dict[str, jax.Array]:
+    """Per-query metrics of rankings int32 [Q, L >= 10] against gold int32 [Q, G] (-1 padded): NDCG@5, Recall@5,
+    Recall@10, complete@10, and with ``confirm_levels`` (int32 [N], 3 for a tool that must be confirmed, else 1)
+    RVR@5. Each float32 [Q]."""
+    ranking, gold = jnp.asarray(ranking), jnp.asarray(gold)
+    out = {"ndcg@5": metrics.ndcg_at_k(ranking, gold, k=5), "recall@5": metrics.recall_at_k(ranking, gold, k=5),
+           "recall@10": metrics.recall_at_k(ranking, gold, k=10),
+           "complete@10": metrics.complete_at_k(ranking, gold, k=10)}
+    if confirm_levels is not None:
+        out["rvr@5"] = metrics.rvr_at_k(ranking, jnp.asarray(confirm_levels), k=5)
+    return out
+
+
+def summary(per_query: dict) -> dict:
+    """{metric: mean, metric + "_se": standard error of the mean over queries}, rounded to 4 decimals."""
+    out = {}
+    for name, v in per_query.items():
+        v = np.asarray(v, np.float64)
+        out[name] = round(float(v.mean()), 4)
+        out[name + "_se"] = round(float(v.std(ddof=1) / np.sqrt(v.size)), 4) if v.size > 1 else 0.0
+    return out
+
+
+def _labels_path(cfg) -> Path | None:
+    if not cfg.mcp.risk_labels:
+        return None
+    p = Path(cfg.mcp.risk_labels)
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def _file_hash(path: Path | None) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path is not None and path.is_file() else None
+
+
+def ranker_rankings(ranker, queries, config, k: int = LIST_K) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 [Q, k] tool ids, float32 [Q, N] total scores) of ``ranker`` with ``config`` for the query texts."""
+    r = ranker.with_config(config)
+    q_emb = r.encode_queries(queries)
+    total = np.asarray(r.scores(q_emb, q_texts=list(queries)).total)
+    return np.asarray(top_order(jnp.asarray(total), k)), total
+
+
+def evaluate_rows(cfg, bench, encoder, cache, log: StageLog) -> dict:
+    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}} for every row of ``ROWS``."""
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
+
+    mcp = cfg.mcp
+    queries = list(bench.queries.texts)
+    gold = bench.queries.gold
+    labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
+    confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
+    common = {}
+    k = min(LIST_K, bench.size)
+    t0 = time.perf_counter()
+    t_emb = embed_texts(encoder, list(bench.texts), cache)
+    q_emb = embed_texts(encoder, queries, cache)
+    s_emb = embed_texts(encoder, list(bench.servers.texts), cache)
+    common["embed tools, queries, servers (cached)"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ranker = Ranker.from_registry(list(bench.documents), encoder=encoder, cache=cache,
+                                  server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
+    common["build the registry ranker (risk, graph)"] = time.perf_counter() - t0
+    weights = {"server_weight": mcp.server_weight, "sibling_weight": mcp.sibling_weight,
+               "step_weight": mcp.step_weight}
+    rankings, cost = {}, {}
+    scores_of = {}
+
+    def timed(name, fn):
+        click.echo(f"[livemcpbench] row {name} ...", err=True)
+        t = time.perf_counter()
+        rankings[name] = np.asarray(fn())
+        cost[name] = round(time.perf_counter() - t, 3)
+
+    cos = lambda: baselines.dense_scores(q_emb, t_emb)  # noqa: E731
+    timed("bm25", lambda: top_order(jnp.asarray(baselines.Bm25Index(list(bench.texts)).scores(queries)), k))
+    timed("dense", lambda: top_order(cos(), k))
+    timed("hybrid", lambda: top_order(hybrid.fuse(cos(), baselines.Bm25Index(list(bench.texts)).scores(queries),
+                                                  hybrid.DEFAULT_WEIGHT), k))
+    of_tool = bench.servers.of_tool
+    n_two = min(mcp.top_servers * mcp.top_tools, bench.size)
+    timed("two_stage", lambda: servers.two_stage_ranking(baselines.dense_scores(q_emb, s_emb), cos(), of_tool,
+                                                         mcp.top_servers, mcp.top_tools, n_two)[:, :k])
+    timed("mcp_zero", lambda: top_order(servers.mcp_zero_scores(baselines.dense_scores(q_emb, s_emb), cos(),
+                                                                of_tool), k))
+    for name, (_, change) in ROWS.items():
+        if change is None:
+            continue
+        config = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **weights, **change)
+
+        def run(config=config, name=name):
+            ids, total = ranker_rankings(ranker, queries, config, k)
+            scores_of[name] = total
+            return ids
+        timed(name, run)
+    group = np.unique(np.asarray(bench.raw_names), return_inverse=True)[1].astype(np.int32)
+    timed("server_steps_namesakes",
+          lambda: top_order(servers.namesake_max(scores_of["server_steps"], group), k))
+    rows = {}
+    for name, ids in rankings.items():
+        s = summary(list_metrics(ids, gold, confirm))
+        if confirm is None:
+            s["rvr@5"] = NOT_LABELLED
+        rows[name] = s
+    return {"rows": rows, "cost_s": cost, "common_cost_s": {name: round(v, 3) for name, v in common.items()},
+            "risk_labels": None if labels is None else {
+                "tools_covered": labels["covered"], "tools": bench.size,
+                "must_confirm": int(labels["must_confirm"].sum()),
+                "rule": "must confirm = mutation destructive, or public_sink, secret_source, execution or money; "
+                        "RVR@5 = the share of the top 5 that must be confirmed; an unlabelled tool counts as not"}}
+
+
+def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=None, report_to=click.echo,
+                     side_by_side: bool = False, bench=None, encoder=None) -> dict:
+    """The LiveMCPBench sweep of ``cfg``: every row of ``ROWS`` on the benchmark under the data directory (or
+    ``bench``), results.json and tables.md under <workdir>/livemcpbench/; a results.json of the same run key is
+    reused unless ``force``."""
+    from riskrank_jax.encode.encoder import load_encoder_lazily
+
+    t0 = time.perf_counter()
+    log = StageLog("livemcpbench")
+    out_dir = Path(workdir) / "livemcpbench"
+    if bench is None:
+        root = resolve_data_dir(cfg.data.data_dir) / "livemcpbench"
+        if not root.is_dir():
+            raise DataError(f"{root} does not exist: the livemcpbench benchmark is missing from the data directory "
+                            "(docs/data.md, 'LiveMCPBench')")
+        bench = log.run("load data", load_livemcpbench, root)
+    encoder = encoder if encoder is not None else log.run("load encoder", encoder_loader or load_encoder_lazily,
+                                                          cfg.encoder.path)
+    labels_path = _labels_path(cfg)
+    run_key = short_hash([cfg.result_key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
+                          _file_hash(labels_path), sorted(ROWS)])
+    if not force:
+        try:
+            prev = json.loads((out_dir / "results.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            prev = None
+        if isinstance(prev, dict) and prev.get("run_key") == run_key:
+            report_to(table_text(prev))
+            report_to(f"[livemcpbench] reusing your run in {out_dir} (same configuration, data and encoder); "
+                      "--force recomputes")
+            return prev
+    cache = EmbeddingCache(cfg.runtime.cache_dir)
+    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache, log)
+    results = {
+        "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks",
+        "encoder": encoder.model_id, "k": LIST_K, "data": bench.notes,
+        "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
+        "tasks_without_gold": list(bench.no_gold),
+        "rows": ev["rows"], "row_descriptions": {name: text for name, (text, _) in ROWS.items()},
+        "not_run": NOT_RUN, "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
+        "risk_labels": ev["risk_labels"],
+        "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
+        "timings": log.timings, "run_key": run_key, "config": cfg.to_dict(),
+        "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
+    (out_dir / "tables.md").write_text(tables_md(results))
+    report_to(table_text(results))
+    report_to(f"[livemcpbench] wrote {out_dir}/results.json, tables.md (computed in "
+              f"{time.perf_counter() - t0:.0f} s)")
+    return results
+
+
+def _cell(row: dict, m: str) -> str:
+    v = row.get(m)
+    return v if isinstance(v, str) else f"{v:.3f}"
+
+
+def table_text(results: dict) -> str:
+    """The main table as aligned text (what the sweep prints)."""
+    cols = (*METRICS, "rvr@5")
+    lines = [f"LiveMCPBench ({results['data']['tasks_evaluated']} tasks, {results['data']['tools']} tools, "
+             f"{results['data']['servers']} servers), zero-shot",
+             f"{'row':24s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'cost s':>8s}"]
+    for name, row in results["rows"].items():
+        lines.append(f"{name:24s} " + " ".join(f"{_cell(row, c):>12s}" for c in cols)
+                     + f" {results['cost_s'][name]:8.1f}")
+    return "\n".join(lines)
+
+
+def tables_md(results: dict) -> str:
+    """tables.md: the rows with their standard errors and costs, what was not run, the data notes."""
+    d = results["data"]
+    out = [f"# LiveMCPBench — real MCP servers' tools, zero-shot\n",
+           f"{d['tasks_evaluated']} of {d['tasks']} tasks (a task none of whose tools is in the pool has nothing to "
+           f"retrieve: {', '.join(results['tasks_without_gold']) or 'none'}), {d['tools']} tools of {d['servers']} "
+           f"servers ({d['names_on_several_servers']} names on two servers: both copies are gold). "
+           f"Encoder {results['encoder']}. Mean over tasks ± standard error. {results['protocol']}.\n",
+           "| row | what | NDCG@5 | Recall@5 | Recall@10 | complete@10 | RVR@5 (must confirm) | cost (s) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, row in results["rows"].items():
+        cells = [f"{row[m]:.3f} ± {row[m + '_se']:.3f}" for m in METRICS]
+        rvr = row["rvr@5"] if isinstance(row["rvr@5"], str) else f"{row['rvr@5']:.3f}"
+        out.append(f"| `{name}` | {results['row_descriptions'][name]} | " + " | ".join(cells)
+                   + f" | {rvr} | {results['cost_s'][name]:.1f} |")
+    common = "; ".join(f"{k} {v:.1f} s" for k, v in results["common_cost_s"].items())
+    out += ["", f"Costs are wall-clock seconds of one run on {results['device']} (they differ between runs; the "
+            f"metrics do not). Common to all rows: {common}. A ranker row's cost includes embedding its queries "
+            "(and their steps) without the cache, as `riskrank-jax rank` does.", ""]
+    lab = results["risk_labels"]
+    if lab is None:
+        out.append("RVR@5: not labelled (no risk-label corpus covers these tools).")
+    else:
+        out.append(f"RVR@5 from the labelled corpus: {lab['tools_covered']} of {lab['tools']} tools labelled, "
+                   f"{lab['must_confirm']} must be confirmed ({lab['rule']}).")
+    out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
+    out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
+    out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["run_livemcpbench", "table_text", "tables_md", "evaluate_rows", "list_metrics", "summary", "ROWS",
+           "NOT_RUN", "NOT_LABELLED"]

@@ -1,0 +1,264 @@
+"""LiveMCPBench: the loader (tiny fixtures in the benchmark's format, and the real files when present), the request
+stages (steps, server context), the server-first baselines, complete@k, and the sweep's rows end to end with a
+hashed bag-of-words encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from riskrank_jax import metrics
+from riskrank_jax.data.livemcpbench import load_livemcpbench, risk_labels, tool_mentions
+from riskrank_jax.errors import DataError
+from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig, Ranker
+from riskrank_jax.retrieve import servers, steps
+
+FIXTURE = Path(__file__).parent / "fixtures" / "livemcpbench"
+
+
+def bow(texts, dim=128):
+    out = np.full((len(texts), dim), 1e-3, np.float32)
+    for i, t in enumerate(texts):
+        for w in t.lower().replace(".", " ").replace(":", " ").replace(",", " ").split():
+            out[i, zlib.crc32(w.encode()) % dim] += 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class BowEncoder:
+    model_id, dim = "bow-128", 128
+
+    def encode(self, texts, *, batch_size=64, progress=None, **_):
+        return bow(list(texts))
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_livemcpbench(FIXTURE)
+
+
+# ---------------------------------------------------------------------------------------------- loader
+
+
+def test_tools_are_keyed_by_server_and_name_and_a_shared_name_is_gold_twice(bench):
+    assert bench.ids == ("word-document-server/create_document", "word-document-server/add_paragraph",
+                         "word-document-server/convert_to_pdf", "filesystem/write_file", "filesystem/read_file",
+                         "desktop-commander/write_file", "desktop-commander/get_weather")
+    assert bench.servers.of_tool.tolist() == [0, 0, 0, 1, 1, 2, 2]
+    assert bench.servers.texts[1] == "Filesystem MCP Server: Read and write files on the local disk."
+    # the text riskrank-jax rank embeds: name words, description, parameters
+    assert bench.texts[3] == ("write file: Create a new file or overwrite an existing file with new content. "
+                              "Parameters: path; content.")
+    assert bench.queries.gold_lists() == [[6, 0, 1, 2], [3, 5], [4]]
+    assert bench.notes["names_on_several_servers"] == 1 and bench.notes["distinct_names"] == 6
+
+
+def test_mentions_that_name_no_tool_are_reported_and_a_task_without_gold_is_left_out(bench):
+    assert bench.unmatched == (("t-save", "open_document"), ("t-none", "get_maven_latest_version"))
+    assert bench.no_gold == ("t-none",)
+    assert bench.queries.ids == ("t-report", "t-save", "t-read")
+    assert bench.notes["tasks"] == 4 and bench.notes["tasks_evaluated"] == 3 and bench.notes["mentions_unmatched"] == 2
+
+
+def test_tool_mentions_strip_the_numbering():
+    assert tool_mentions("1. get-weread-rank\n2. generate_word_cloud_chart\n\n10) add_picture ") == \
+        ["get-weread-rank", "generate_word_cloud_chart", "add_picture"]
+
+
+def test_malformed_catalogues_stop_with_the_file(tmp_path):
+    root = tmp_path / "lmb"
+    shutil.copytree(FIXTURE, root)
+    path = root / "tools" / "LiveMCPTool" / "tools.json"
+    cat = json.loads(path.read_text())
+    cat.append(cat[0])
+    path.write_text(json.dumps(cat))
+    with pytest.raises(DataError, match="'word-document-server' is listed twice"):
+        load_livemcpbench(root)
+    cat = cat[:1]
+    cat[0]["tools"]["word-document-server"]["tools"].append({"description": "no name"})
+    path.write_text(json.dumps(cat))
+    with pytest.raises(DataError, match="without a name"):
+        load_livemcpbench(root)
+
+
+def test_risk_labels_from_the_corpus_lines(bench, tmp_path):
+    lines = [{"server": "filesystem", "tool": "write_file", "source": "livemcpbench", "mutation": "destructive",
+              "public_sink": False, "secret_source": False, "untrusted_content": False, "execution": False,
+              "money": False},
+             {"server": "filesystem", "tool": "read_file", "source": "livemcpbench", "mutation": "read",
+              "public_sink": False, "secret_source": True, "untrusted_content": False, "execution": False,
+              "money": False},
+             {"server": "desktop-commander", "tool": "get_weather", "source": "livemcpbench", "mutation": "read",
+              "public_sink": False, "secret_source": False, "untrusted_content": True, "execution": False,
+              "money": False},
+             {"server": "filesystem", "tool": "write_file", "source": "npm:other@1", "mutation": "read"}]
+    p = tmp_path / "labels.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    lab = risk_labels(bench, p)
+    assert lab["covered"] == 3
+    assert lab["must_confirm"].tolist() == [False, False, False, True, True, False, False]
+    assert risk_labels(bench, tmp_path / "absent.jsonl") is None
+
+
+@pytest.mark.realdata
+def test_the_real_benchmark():
+    from riskrank_jax.paths import resolve_data_dir
+
+    try:
+        root = resolve_data_dir() / "livemcpbench"
+    except DataError:
+        root = None
+    if root is None or not root.is_dir():
+        pytest.skip("LiveMCPBench not found: set RISKRANK_DATA to a directory holding livemcpbench/")
+    b = load_livemcpbench(root)
+    assert (b.size, b.servers.size, b.notes["distinct_names"], b.notes["names_on_several_servers"]) == (527, 70, 510, 13)
+    assert b.notes["tasks"] == 95 and b.queries.size == 94 and len(b.unmatched) == 5
+    assert sorted(m for _, m in b.unmatched) == ["ddg-search", "execute_command", "get_maven_latest_version",
+                                                  "open_document", "trial_references"]
+    gold = [t for row in b.queries.gold_lists() for t in row]
+    shared_name = [t for t in gold if b.raw_names.count(b.raw_names[t]) > 1]
+    assert (len(gold), len(shared_name)) == (282, 60)  # 60 gold tools are copies of a name that two servers list
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+def test_steps_split_clauses_and_turn_paths_into_words():
+    q = "Analyze Apple's stock for the past year, and summarize it in a PPT in /root/ppt/apple.pptx."
+    assert steps.split_steps(q) == ("Analyze Apple's stock for the past year",
+                                    "summarize it in a PPT in /root/ppt/apple.pptx")
+    assert steps.request_steps(q) == ("Analyze Apple's stock for the past year",
+                                      "summarize it in a PPT in file powerpoint presentation",
+                                      "read file powerpoint presentation")
+    assert steps.request_steps("Save a poem to /root/poems/rain.md")[-1] == "write file markdown"
+    assert steps.request_steps("Show me the weather in Paris") == ()  # one step: ranked as a whole
+    assert steps.normalise_paths("open /root/a/b.docx and /tmp/x") == "open file word document and directory"
+    assert steps.split_steps("1. get the rank 2. draw a chart - then save the file") == \
+        ("get the rank", "draw a chart", "save the file")
+    assert steps.split_steps("Find the ticket and book it") == ("Find the ticket book it",)  # "book it": too short
+
+
+def test_fuse_steps_adds_the_best_step_and_keeps_single_step_queries():
+    whole = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 2.0, 3.0]], np.float32)
+    step_scores = np.array([[0.0, 0.0, 0.0, 5.0], [0.0, 5.0, 0.0, 0.0]], np.float32)
+    index = np.array([[0, 1], [-1, -1]], np.int32)
+    out = np.asarray(steps.fuse_steps(whole, step_scores, index, 0.5))
+    np.testing.assert_array_equal(out[1], whole[1])
+    z = (step_scores - step_scores.mean(1, keepdims=True)) / step_scores.std(1, keepdims=True)
+    np.testing.assert_allclose(out[0], whole[0] + 0.5 * whole[0].std() * z.max(0), rtol=1e-5)
+    assert np.argsort(-out[0])[:3].tolist() == [0, 1, 3]  # both steps' tools now follow the whole request's
+
+
+def test_server_context_lifts_a_matching_servers_tools_and_is_inert_for_one_server():
+    tool = np.array([[3.0, 1.0, 0.0, 2.5]], np.float32)
+    of_tool = np.array([0, 1, 1, 0], np.int32)
+    server = np.array([[0.0, 1.0]], np.float32)
+    out = np.asarray(servers.server_context(tool, server, of_tool, 1.0, 0.0))
+    np.testing.assert_allclose(out, tool + tool.std() * np.array([[-1.0, 1.0, 1.0, -1.0]]), rtol=1e-5)
+    same = np.asarray(servers.server_context(tool, np.zeros((1, 1)), np.zeros(4, np.int32), 1.0, 1.0))
+    np.testing.assert_array_equal(same, tool)
+    np.testing.assert_array_equal(np.asarray(servers.server_max(tool, of_tool, 2)), [[3.0, 1.0]])
+
+
+def test_two_stage_lists_the_top_servers_tools_server_by_server():
+    server = np.array([[0.1, 0.9, 0.5]], np.float32)
+    tool = np.array([[0.9, 0.2, 0.3, 0.1, 0.8, 0.7]], np.float32)
+    of_tool = np.array([0, 1, 1, 1, 2, 2], np.int32)
+    ids = np.asarray(servers.two_stage_ranking(server, tool, of_tool, top_servers=2, top_tools=2))
+    assert ids.tolist() == [[2, 1, 4, 5]]
+    assert np.asarray(servers.two_stage_ranking(server, tool, of_tool, 1, 2)).tolist() == [[2, 1]]
+
+
+def test_mcp_zero_score_and_namesakes():
+    s = np.asarray(servers.mcp_zero_scores(np.array([[0.5, 0.2]]), np.array([[0.4, 0.9]]), np.array([0, 1])))
+    np.testing.assert_allclose(s, [[0.5 * 0.4 * 0.5, 0.2 * 0.9 * 0.9]], rtol=1e-6)
+    t = np.asarray(servers.namesake_max(np.array([[1.0, 5.0, 2.0]]), np.array([0, 1, 0])))
+    np.testing.assert_array_equal(t, [[2.0, 5.0, 2.0]])
+
+
+def test_complete_at_k():
+    ranking = np.array([[3, 1, 2, 0], [0, 1, 2, 3], [2, 2, 2, 2]], np.int32)
+    gold = np.array([[1, 3], [1, 3], [-1, -1]], np.int32)
+    np.testing.assert_array_equal(np.asarray(metrics.complete_at_k(ranking, gold, k=2)), [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(metrics.complete_at_k(ranking, gold, k=4)), [1.0, 1.0, 0.0])
+
+
+# ---------------------------------------------------------------------------------------------- the Ranker
+
+
+@pytest.fixture(scope="module")
+def ranker(bench):
+    return Ranker.from_registry(list(bench.documents), encoder=BowEncoder(), cache=False,
+                                server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
+
+
+def test_a_registry_of_several_servers_knows_each_tools_server(ranker, bench, tmp_path):
+    np.testing.assert_array_equal(ranker.tool_server, bench.servers.of_tool)
+    assert ranker.server_emb.shape == (3, 128)
+    back = Ranker.load(ranker.with_config(dataclasses_replace(server_context=True)).save(tmp_path / "r"))
+    np.testing.assert_array_equal(back.tool_server, ranker.tool_server)
+    assert back.config.server_context
+    one = Ranker.from_registry([bench.documents[0]], encoder=BowEncoder(), cache=False)
+    assert one.tool_server is None
+
+
+def dataclasses_replace(**kw) -> RankConfig:
+    import dataclasses
+
+    return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **kw)
+
+
+def test_the_stages_are_off_by_default_and_change_the_first_stage_when_on(ranker):
+    q = ["Read the notes file", "Write a report on the weather and save it as a Word document"]
+    q_emb = bow(q)
+    plain = ranker.first_stage_scores(q_emb, q)
+    assert not DEFAULT_REGISTRY_CONFIG.server_context and not DEFAULT_REGISTRY_CONFIG.multi_step
+    np.testing.assert_array_equal(plain, ranker.with_config(dataclasses_replace(server_context=True,
+                                                                                server_weight=0.0,
+                                                                                sibling_weight=0.0))
+                                  .first_stage_scores(q_emb, q))
+    ctx = ranker.with_config(dataclasses_replace(server_context=True)).first_stage_scores(q_emb, q)
+    expected = servers.server_context(plain, q_emb @ ranker.server_emb.T, ranker.tool_server, 0.5, 0.5)
+    np.testing.assert_allclose(ctx, np.asarray(expected), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(ctx, plain)
+    multi = ranker.with_config(dataclasses_replace(multi_step=True)).first_stage_scores(q_emb, q)
+    np.testing.assert_array_equal(multi[0], plain[0])  # one step: unchanged
+    assert not np.allclose(multi[1], plain[1])
+    with pytest.raises(Exception, match="multi_step needs the query texts"):
+        ranker.with_config(dataclasses_replace(multi_step=True, first_stage="dense")).first_stage_scores(q_emb)
+
+
+def test_rank_queries_runs_the_stages(ranker):
+    hits = ranker.with_config(dataclasses_replace(server_context=True, multi_step=True)).rank_queries(
+        ["Write a report on the weather in Paris, save it as a Word document and convert it to PDF."], k=5)
+    names = [h.name for h in hits[0]]
+    assert "desktop-commander/get_weather" in names[:3] or "get_weather" in names[:3]
+    assert any("convert_to_pdf" in n for n in names)
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+
+
+def test_the_sweep_rows_on_the_fixture(bench, tmp_path, monkeypatch):
+    from riskrank_jax.experiments import livemcp
+    from riskrank_jax.experiments.config import default_config, with_overrides
+
+    cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": "", "runtime.cache_dir": str(tmp_path)})
+    res = livemcp.run_livemcpbench(cfg, tmp_path / "out", bench=bench, encoder=BowEncoder(), report_to=lambda s: None)
+    assert set(res["rows"]) == set(livemcp.ROWS)
+    for name, row in res["rows"].items():
+        assert row["rvr@5"] == "not labelled"
+        assert 0.0 <= row["complete@10"] <= row["recall@10"] <= 1.0 and res["cost_s"][name] >= 0
+    # 7 tools, k = 10: every list holds the whole pool, so every row finds every needed tool
+    assert all(row["recall@10"] == 1.0 and row["complete@10"] == 1.0 for row in res["rows"].values())
+    assert res["rows"]["two_stage"]["recall@5"] <= 1.0 and res["tasks_without_gold"] == ["t-none"]
+    text = (tmp_path / "out" / "livemcpbench" / "tables.md").read_text()
+    assert "`open_document` (task t-save)" in text and "not labelled" in text and "shared" not in text.lower()
+    again = livemcp.run_livemcpbench(cfg, tmp_path / "out2", bench=bench, encoder=BowEncoder(),
+                                     report_to=lambda s: None)
+    assert again["rows"] == res["rows"]  # deterministic
