@@ -85,19 +85,19 @@ def test_lenient_listing_keeps_valid_tools_of_a_server_the_sdk_would_reject(tmp_
     log = tmp_path / "calls.jsonl"
 
     async def body(ds):
-        ok = await ds.call("list_issues", {"project": "x"})
+        ok = await ds.call("list_labels", {"project": "x"})
         with pytest.raises(DownstreamError, match="'format_disk' of server 'lenient' is not callable"):
             await ds.call("format_disk", {})
         return ds.status(), ok
 
     s, ok = drive(raw("lenient", log), FAST, body)
     assert s["state"] == "up" and s["tools"] == 4 and s["restarts"] == 0
-    assert ok.content[0].text == "list_issues ok"
+    assert ok.content[0].text == "list_labels ok"
     problems = {p["tool"]: p for p in s["tool_problems"]}
-    assert set(problems) == {"ping_host", "list_issues", "format_disk", "#5", "rename_label"}
+    assert set(problems) == {"ping_host", "list_labels", "format_disk", "#5", "rename_label"}
     assert problems["rename_label"]["problem"].startswith("annotations.readOnlyHint")
     assert problems["format_disk"]["action"] == "listed, not callable"
-    assert [r["tool"] for r in records(log)] == ["list_issues"]  # format_disk never reached the server
+    assert [r["tool"] for r in records(log)] == ["list_labels"]  # format_disk never reached the server
 
 
 def test_ten_thousand_tools_are_listed_in_pages_and_capped_by_name(tmp_path):

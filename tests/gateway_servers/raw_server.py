@@ -44,7 +44,7 @@ def tools_for(behaviour):
         return [
             {"name": "count_words", "description": "Count the words in a text.", "inputSchema": obj_schema(text="string")},
             {"name": "ping_host", "description": "Check whether a host answers."},  # no inputSchema
-            {"name": "list_issues", "description": "List the open issues of a project.",
+            {"name": "list_labels", "description": "List the labels defined in a project.",
              "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#",
                              "properties": {"project": {"type": "string"}}}},  # no "type"
             {"name": "format_disk", "description": "Format a disk partition.", "inputSchema": "see the docs"},
@@ -84,7 +84,9 @@ def tools_for(behaviour):
     raise SystemExit(f"unknown behaviour {behaviour}")
 
 
-TOOLS = tools_for(BEHAVIOUR)
+READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}  # so the tests exercise robustness, not the risk gate
+TOOLS = [dict(t, annotations=t.get("annotations", READ_ONLY)) if isinstance(t, dict) else t
+         for t in tools_for(BEHAVIOUR)]
 PAGE = 1000
 
 

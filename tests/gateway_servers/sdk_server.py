@@ -10,9 +10,11 @@ import sys
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
 
 CALLS_LOG = sys.argv[1]
 server = MCPServer("nolisten", subscriptions=False)
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)  # robustness tests, not the risk gate
 
 
 def record(entry: dict) -> None:
@@ -20,7 +22,7 @@ def record(entry: dict) -> None:
         f.write(json.dumps({"server": "nolisten", **entry}) + "\n")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def count_slowly(n: int, ctx: Context) -> str:
     """Count from 1 to n, one step at a time, reporting progress."""
     record({"tool": "count_slowly", "arguments": {"n": n}})
@@ -30,7 +32,7 @@ async def count_slowly(n: int, ctx: Context) -> str:
     return f"counted to {n}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def wait_for_approval(ticket: str) -> str:
     """Wait until the change ticket is approved by a reviewer."""
     record({"tool": "wait_for_approval", "arguments": {"ticket": ticket}})
@@ -42,7 +44,7 @@ async def wait_for_approval(ticket: str) -> str:
     return "approved"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def world_clock(city: str) -> str:
     """Tell the current time in a city."""
     record({"tool": "world_clock", "arguments": {"city": city}})
