@@ -223,8 +223,11 @@ def tables_markdown(res: dict) -> str:
 
 def reproducibility_sentence(rep: dict) -> str:
     """One line of tables.md's header: what a rerun may differ by (results.json "reproducibility")."""
-    return (f"\nReproducibility: reruns on the same machine are {rep['same_machine']}; on another x86 CPU every "
-            f"mean metric agrees within ±{rep['across_x86_cpus_abs_tolerance']} (absolute).\n")
+    bounds = ", ".join(f"{family} {n}" for family, n in rep["flip_bounds"].items())
+    return (f"\nReproducibility: reruns on the same machine are {rep['same_machine']}; on another CPU a mean "
+            f"metric may move by a few queries whose scores lie within float noise of a crossing: at most, per "
+            f"metric family, this many (query, seed) pairs ({bounds}), i.e. |Δ mean| ≤ bound / (Q · seeds) for a "
+            f"mean over Q queries.\n")
 
 
 def main_table_text(res: dict) -> str:

@@ -33,6 +33,7 @@ from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, 
                                                queries_per_chunk, reduce_queries, rows_per_query, select_stress_queries,
                                                variant_metrics, with_first_stages)
 from riskrank_jax.experiments.jobs import run_in_workers
+from riskrank_jax.experiments.reproducibility import REPRODUCIBILITY
 from riskrank_jax.experiments.stages import (StageLog, embed_all, risk_only_scores, short_hash, train_lambda_run,
                                              train_run, training_summary)
 from riskrank_jax.experiments.throughput import smoothing_throughput
@@ -48,16 +49,6 @@ from riskrank_jax.runtime import compile_cache
 
 ALL_BENCHMARKS = ("demo", "ultratool", "sealtools", "livemcpbench")
 RESULTS_VERSION = 2
-# results.json "reproducibility": what a rerun of the same configuration may differ by (measured, see how_measured)
-REPRODUCIBILITY = {
-    "same_machine": "bit-identical (thread-count independent)",
-    "across_x86_cpus_abs_tolerance": 0.005,
-    "how_measured": "two runs on one machine with 1 and 2 threads gave bit-identical embeddings, parameters and "
-                    "scores; perturbing 1-5% of the embedding components by one ulp (what another CPU's "
-                    "floating-point kernels can change) moved mean NDCG@5 by at most 0.0036, MRR 0.0039 and "
-                    "RVR@5 0.0013 on the demo benchmark; tests/test_reproducibility.py reruns the demo from "
-                    "empty caches and compares with the committed results within this tolerance",
-}
 
 
 # ---------------------------------------------------------------------------------------------- stages
