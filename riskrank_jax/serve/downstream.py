@@ -470,6 +470,8 @@ class Downstream:
             out["non_jsonrpc_messages"] = self.stdout_garbage
         if self.list_changed:
             out["list_changed"] = self.list_changed
+        if self.pings:
+            out["pings"] = self.pings
         return out
 
 
