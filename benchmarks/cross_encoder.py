@@ -11,16 +11,9 @@ negatives and one positive each (3,500 pairs; more gold per query costs proporti
 
     python benchmarks/cross_encoder.py [--pairs 256] [--steps 3]
 
-Measured on the 2-core CPU box (two runs, agreeing within 3 %; load average ~4 from other jobs, so a quiet
-machine may be faster):
-
-    profile           tokens/pair  score pairs/s  train pairs/s (s/step)  rerank 700 / 1000 q  epoch 700 q
-    Seal-Tools-like   88 (-> 96)   18.8-19.1      5.9-6.0 (6.7)           12.2-12.4 / 17.4-17.8 min  9.8-9.9 min
-    UltraTool-like    68 (-> 80)   25.5-26.1      6.7 (5.9)               9.0-9.2 / 12.8-13.1 min    8.7 min
-
-Compilation: ~4-6 s for the first scoring batch, ~14 s for the first training step. ~1.7k padded tokens/s
-of scoring is ~35 GFLOP/s at ~21 MFLOP per token of MiniLM-L6, near this CPU's FP32 peak, so the CPU figure is
-compute-bound; an accelerator is the way to train on a full benchmark.
+Why it projects rather than runs a benchmark: on a CPU the cross-encoder is compute-bound and a full rerank or
+epoch takes many minutes, so a few warm batches give the rate and the projection follows from the pair counts.
+Figures: docs/performance.md, "Tuning the encoder and the cross-encoder".
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ ratios are to (a), in this run.
 
     python benchmarks/encoder_tune.py [--repeat 3]
 
-Measured on the 2-core CPU box, quiet: all layers 3.18 s per step, forward alone 0.67 s, top 1 layer 0.47 s
-(6.7x cheaper), top 2 0.93 s (3.4x), top 3 1.43 s (2.2x). The sweep trains the top 2 (docs/beyond.md §6):
-on Seal-Tools they gained 0.03 hybrid NDCG@5 where the top 1 gained 0.007.
+Why: it decides how many top layers ``model.encoder_tune`` trains over cached lower-layer states; the sweep
+trains the top 2 (docs/beyond.md §6 gives what each choice gained on Seal-Tools).
+Figures: docs/performance.md, "Tuning the encoder and the cross-encoder".
 """
 
 from __future__ import annotations

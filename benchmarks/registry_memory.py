@@ -14,10 +14,10 @@ degree, the process's peak RSS (ru_maxrss) after building and after the requests
         [--cache-dir /tmp/riskrank-registry-memory] [--rss-limit-gib 8] [--json]
 
 "bounded" is the registry graph (mutual top-32 per tool and edge type, `rank.registry_inputs`); "unbounded" is
-the paper's graph over the same registry, built only up to --unbounded-max tools (5,000 of these tools need
-5 GB, 10,000 about 18 GB); a process whose RSS passes --rss-limit-gib is killed and reported. Embedding 50,000
-texts with all-MiniLM-L6-v2 takes about 15 minutes on two shared cores: the embedding cache under --cache-dir
-keeps them for the next run (the sizes share their first tools, so a larger size reuses a smaller one's).
+the paper's graph over the same registry, built only up to --unbounded-max tools (its memory grows as N²);
+a process whose RSS passes --rss-limit-gib is killed and reported. Embedding tens of thousands of texts on a
+CPU is the slowest part of a first run: the embedding cache under --cache-dir keeps them for the next run (the
+sizes share their first tools, so a larger size reuses a smaller one's).
 Figures: docs/performance.md, "Large registries: memory".
 """
 

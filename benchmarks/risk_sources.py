@@ -2,8 +2,8 @@
 
 Prints AUC of detecting r >= 3 and Spearman's rho against audited labels for the demo benchmark (5-fold
 cross-validated head) and, when present, UltraTool and Seal-Tools (head trained on the whole demo, i.e. the
-shipped head's setting). Seal-Tools' tools are embedded without their parameters (their long schemas take
-~30 minutes to encode on 2 CPU cores). Usage:
+shipped head's setting). Seal-Tools' tools are embedded without their parameters (their long schemas are slow
+to encode on a CPU: docs/performance.md, "Encoding"). Usage:
 
     python benchmarks/risk_sources.py [--data-dir DIR] [--cache-dir DIR]
 """

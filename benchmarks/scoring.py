@@ -5,8 +5,7 @@
 
 --interact times the interaction head (core_plus) instead: its query step capped by ``model.interact_chunk``
 (current) against 128 queries per step (what the sweep's scoring used before), same inputs, one interleaved loop,
-and checks the two outputs are identical. Measured 2026-11-30 on the 2-core CPU, 128 queries: N = 2,032: 505 vs
-387 ms (C = 32, 1.31x); N = 4,076: 1,055 vs 752 ms (C = 16, 1.40x); outputs identical (max |diff| 0).
+and checks the two outputs are identical. Figures: docs/performance.md, "Scoring".
 
 "former" (the release-style kernel): per chunk of queries (2**24 / (N h) of them) the hidden block relu(hq + ht)
 [C, N, h] is written to memory and multiplied by W2 as a dot.  "block" (the kernel before this one): the block is

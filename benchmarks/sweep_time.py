@@ -6,12 +6,12 @@ Runs (each a subprocess of ``python -m riskrank_jax.sweep`` under ``/usr/bin/tim
            checkpoint directory (so every model is trained: only the encoding is skipped) and a new empty XLA
            compilation cache (so every program is compiled): the benchmarks one after another in one process.
   cached   the same with the default ``--jobs`` (two benchmarks side by side on a CPU with 2+ cores), its own
-           empty compilation cache.  Target: <= 300 s wall.
+           empty compilation cache.  Target: ``TARGETS_S["cached"]`` wall.
   rerun    the same again with the compilation cache ``cached`` filled (what a second sweep costs); needs
            ``cached`` before it in the same invocation.
   empty    the paper's rows (``--variants paper``) of UltraTool and Seal-Tools in one process
            (``--benchmark ultratool sealtools``), from a new EMPTY embedding cache (and so compilation cache)
-           and checkpoint directory (encoding included).  Target: <= 240 s wall.
+           and checkpoint directory (encoding included).  Target: ``TARGETS_S["empty"]`` wall.
 
 For each it prints wall seconds, the ratio target / wall (>= 1 meets the target), the process's peak RSS
 (``Maximum resident set size``; target <= 3 GiB) and each benchmark's stage timings and peak RSS from its
@@ -23,19 +23,9 @@ results.json.  Measure on a quiet machine: the script prints the load average be
 maintainers refreshing the committed timings); otherwise everything goes under --work (default: a new
 temporary directory, removed at the end unless --keep).
 
-Measured on the 2-core x86 CPU box, quiet (nothing else running), dev environment (the bench extra installed, so
-transformers imports torch: ~6 s and ~300 MiB per process), side-by-side workers pinned to one core each.
-2026-12-01 01:44-01:54 UTC, a fresh VM, --runs cached rerun empty in one invocation (code of commit 5786d58):
-  cached  248 s (target 300 s: 1.21x, met); UltraTool's process peaks at 1,799 MiB; its stages add up to about
-          239 s on its core, Seal-Tools' and the demo's to about 155 s and 58 s on the other.
-  rerun   221 s (1.36x, met): compilation loaded from the cache.
-  empty   113 s (target 240 s: 2.12x, met); encoding included.
-  serial  356 s right after (--update-reference, a separate invocation): peak RSS 2,571 MiB for the three in one
-          process; every value of the committed results unchanged (tolerance 0).
-This VM's speed drifts by up to about 30 % over hours for the same code: the same tree took 328 s (cached) at
-00:07 and 253 s at 00:44 on 2026-12-01; in the slow state, rerun took 248 s. Compare figures from one invocation.
-UltraTool, the longest benchmark, runs on its core alone for its last ~25 s of the cached run, after Seal-Tools
-and the demo finished on the other core.
+Why each run is a fresh process under ``/usr/bin/time -v``: wall time and peak RSS are what a user's sweep
+costs, caches included, and a machine's speed drifts over hours, so compare figures from one invocation.
+Figures: docs/performance.md, "Whole sweeps" and "Memory".
 """
 
 from __future__ import annotations

@@ -10,15 +10,7 @@ seconds (compile included). Run each measurement in a fresh process; to compare 
 the script twice with PYTHONPATH pointing at each checkout, side by side. ``--epochs`` / ``--steps`` shorten
 the stage (the per-epoch / per-step working set, and so the peak, does not depend on them).
 
-Measured on UltraTool (2 loaded CPU cores, load 6-8, old = the code before training ran in byte-sized groups,
-each pair run back to back; --memory-budget 1GiB):
-
-    stage                         peak RSS old -> new     stage seconds old -> new
-    lambda_aware, --epochs 2      2,062 -> 1,692 MiB      97.0 -> 96.0
-    rerank, --steps 60            2,523 -> 1,779 MiB      81.9 -> 76.9   (--steps 10: 26.8 -> 29.7 s)
-
-The RSS before the stage is ~780-940 MiB, of which ~600 MiB is loading the encoder (it imports torch and
-transformers; freeing the encoder afterwards returns only ~50 MiB).
+Figures: docs/performance.md, "Memory".
 """
 
 from __future__ import annotations

@@ -11,13 +11,10 @@ random unit vectors of the same shapes (N=2032, 1000 queries, d=384, 5 folds, ~2
 
     python benchmarks/train_vmap.py [--epochs 10] [--random] [--no-warm]
 
-Measured on the 2-core CPU box (real UltraTool + all-MiniLM-L6-v2, 10 epochs, ~8,580 triplets/model), quiet,
-2026-11-30. On one CPU device the run's program maps the model axis with ``lax.map`` (``model.groups.map_models``;
-``jax.vmap`` on accelerators): cold 24.5 s vs sequential 39.3 s (1.60x), warm 17.2 s vs 19.5 s (1.14x), the 15
-models' parameters bit-identical to the single-model runs. With ``jax.vmap`` on the CPU (the previous program)
-the same script gave cold 32.6 s vs 41.9 s (1.29x), warm 24.4 s vs 18.3 s (0.75x): XLA:CPU's batched small
-matmuls and gathers are slower than a loop over unbatched ones. One model's step (batch 64, d = 384) already runs
-near this CPU's FP32 throughput (~50 GFLOP/s), so the >= 5x target is for accelerators, not this CPU.
+On one CPU device the run's program maps the model axis with ``lax.map`` (``model.groups.map_models``;
+``jax.vmap`` on accelerators): XLA:CPU's batched small matmuls and gathers are slower than a loop over
+unbatched ones, and one model's step already runs near the CPU's FP32 throughput, so the speed-up target is for
+accelerators. Figures: docs/performance.md, "Training".
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@
     stages.py      embedding, training runs, timed stages with peak memory
     beyond.py      the beyond-paper families' steps (hybrid first stages, correction reranker, risk budget)
     tuned.py       the tuned-encoder families (ft_*): fine-tuning per seed x fold, gated against the frozen one
+    cross.py       the cross-encoder rows (ce_*, opt-in) and the general-purpose reranker baselines
     evaluate.py    rankings and metrics of variants on one split (seeds x λ at once)
     report.py      results.json and tables.md (calls figures.py: lambda_sweep, tradeoff, pareto PNGs)
     transfer.py    risk-head transfer across registries -> risk_transfer.{json,md}
     throughput.py  smoothing throughput (message passing vs scipy vs dense)
+    reproducibility.py  what a rerun may differ by: flip bounds in query units, and the rule comparing two runs
 
 Why variants are data: adding a row to the tables touches variants.py only, and the sweep is a loop over them.
 """

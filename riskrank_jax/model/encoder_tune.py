@@ -12,9 +12,10 @@ to norm 1. Deterministic for a seed: the whole batch schedule is drawn up front 
 from its orbax checkpoint (every ``checkpoint_every`` steps) takes the same steps as one that never stopped.
 
 What is trained: the top ``TuneConfig.layers`` transformer layers; the embeddings and the layers below stay
-frozen and their token states are computed once (``Encoder.lower_states``). Why: on this 2-core CPU one step
-through all six layers of all-MiniLM-L6-v2 costs 6.7x one through the top layer alone (3.18 s against 0.47 s
-for 96 texts of 32 tokens, ``benchmarks/encoder_tune.py``), and the training sets are a few thousand pairs.
+frozen and their token states are computed once (``Encoder.lower_states``). Why: on a CPU a step through the
+top layers over cached states is several times cheaper than one through all six layers of all-MiniLM-L6-v2
+(``benchmarks/encoder_tune.py``), and the training sets are a few thousand pairs.
+Figures: docs/performance.md, "Tuning the encoder and the cross-encoder".
 """
 
 from __future__ import annotations
