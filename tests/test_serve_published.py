@@ -1,0 +1,231 @@
+"""`riskrank-jax serve` in front of real published MCP servers, driven by the SDK's client and by the published
+MCP Inspector CLI: fourteen connections to thirteen servers from npm and PyPI (the TypeScript SDK's current
+and archived servers, the Python SDK's high-level and low-level servers on two SDK majors; protocol revisions
+2024-11-05, 2025-11-25 and 2026-07-28; stdio and streamable HTTP; annotated and unannotated), all listed and
+up without a restart, searched, one allowed call reaching its server and one refused call that does not.
+
+The servers are installed by tests/published_servers.py (pinned versions, once per checkout; .ci/run runs it
+first). Where they cannot be installed the module is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import published_servers  # noqa: E402
+
+# server -> (tools it lists, protocol revision the gateway negotiates with it)
+EXPECTED = {
+    "filesystem": (14, "2025-11-25"), "memory": (9, "2025-11-25"), "everything": (13, "2025-11-25"),
+    "everything-http": (13, "2025-11-25"), "thinking": (1, "2025-11-25"),
+    "github": (26, "2024-11-05"), "gitlab": (9, "2024-11-05"), "slack": (8, "2024-11-05"),
+    "postgres": (1, "2024-11-05"),
+    "git": (12, "2026-07-28"), "time": (2, "2026-07-28"), "fetch": (1, "2026-07-28"),
+    "calculator": (1, "2025-11-25"), "sqlite": (6, "2025-11-25"),
+}
+TOKEN = "published-servers-token-0123"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, seconds: float = 180) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+@pytest.fixture(scope="module")
+def bins():
+    try:
+        return published_servers.install()
+    except published_servers.InstallError as e:
+        pytest.skip(f"the published MCP servers cannot be installed here: {e}")
+
+
+@pytest.fixture(scope="module")
+def gateway(bins, tmp_path_factory):
+    """(url, work dir) of a gateway over streamable HTTP in front of every published server."""
+    d = tmp_path_factory.mktemp("published")
+    work, repo = d / "files", d / "repo"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello from the filesystem server\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "README.md").write_text("draft\n")
+    http_port, gw_port = _free_port(), _free_port()
+    everything = subprocess.Popen([str(bins["mcp-server-everything"]), "streamableHttp"],
+                                  env=dict(os.environ, PORT=str(http_port)),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    b = {k: str(v) for k, v in bins.items()}
+    cfg = {"mcpServers": {
+        "filesystem": {"command": b["mcp-server-filesystem"], "args": [str(work)]},
+        "memory": {"command": b["mcp-server-memory"], "env": {"MEMORY_FILE_PATH": str(d / "memory.jsonl")}},
+        "everything": {"command": b["mcp-server-everything"]},
+        "everything-http": {"url": f"http://127.0.0.1:{http_port}/mcp"},
+        "thinking": {"command": b["mcp-server-sequential-thinking"]},
+        "github": {"command": b["mcp-server-github"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "dummy"}},
+        "gitlab": {"command": b["mcp-server-gitlab"], "env": {"GITLAB_PERSONAL_ACCESS_TOKEN": "dummy"}},
+        "slack": {"command": b["mcp-server-slack"], "env": {"SLACK_BOT_TOKEN": "dummy", "SLACK_TEAM_ID": "T0"}},
+        "postgres": {"command": b["mcp-server-postgres"], "args": ["postgresql://127.0.0.1:1/none"]},
+        "git": {"command": b["mcp-server-git"], "args": ["--repository", str(repo)]},
+        "time": {"command": b["mcp-server-time"], "args": ["--local-timezone", "UTC"]},
+        "fetch": {"command": b["mcp-server-fetch"]},
+        "calculator": {"command": b["mcp-server-calculator"]},
+        "sqlite": {"command": b["mcp-server-sqlite"], "args": ["--db-path", str(d / "test.db")]}},
+        "limits": {"ping_every_s": 0.5},
+        "policy": {"trusted_servers": ["time", "git", "calculator"]}}
+    (d / "servers.json").write_text(json.dumps(cfg))
+    (d / "token").write_text(TOKEN)
+    env = dict(os.environ, RISKRANK_CACHE=str(d / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    stderr = open(d / "stderr.txt", "w")
+    gw = subprocess.Popen([sys.executable, "-m", "riskrank_jax", "serve", "--config", str(d / "servers.json"),
+                           "--http", f"127.0.0.1:{gw_port}", "--token-file", str(d / "token"),
+                           "--audit-log", str(d / "audit.jsonl")], env=env, stderr=stderr)
+    try:
+        _wait_port(http_port, everything)
+        _wait_port(gw_port, gw)
+        yield f"http://127.0.0.1:{gw_port}/mcp", d
+    finally:
+        for p in (gw, everything):
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
+        stderr.close()
+
+
+def _sdk(url: str, body):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def run():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=300) as c:
+            return await body(c)
+
+    return anyio.run(run)
+
+
+async def _servers(c) -> dict:
+    return {s["name"]: s for s in (await c.call_tool("list_servers", {})).structured_content["servers"]}
+
+
+def test_every_published_server_comes_up_and_stays_up(gateway):
+    url, d = gateway
+
+    async def body(c):
+        await c.call_tool("search_tools", {"query": "warm up"})  # the first catalog
+        with anyio.move_on_after(180):
+            while True:
+                s = await _servers(c)
+                if all(x["state"] == "up" and x.get("pings", 0) >= 3 for x in s.values()):
+                    return s
+                await anyio.sleep(0.5)
+        return await _servers(c)
+
+    s = _sdk(url, body)
+    assert {n: (x["tools"], x["protocol"]) for n, x in s.items()} == EXPECTED, (d / "stderr.txt").read_text()
+    assert {n: x["restarts"] for n, x in s.items()} == {n: 0 for n in EXPECTED}
+    assert all("last_error" not in x for x in s.values())
+    assert {n for n, x in s.items() if x["watch"] == "notifications + ping"} == set(EXPECTED)
+
+
+def test_search_finds_the_right_published_tools(gateway):
+    url, _ = gateway
+
+    async def body(c):
+        out = {}
+        for q in ("what time is it in Tokyo", "what changed in my git working tree", "compute 6 times 7"):
+            r = await c.call_tool("search_tools", {"query": q, "k": 3})
+            out[q] = [(t["name"], t["server"]) for t in r.structured_content["tools"]]
+        return out
+
+    found = _sdk(url, body)
+    assert ("get_current_time", "time") in found["what time is it in Tokyo"]
+    assert {"git_status", "git_diff_unstaged", "git_diff"} & {n for n, _ in found["what changed in my git working tree"]}
+    assert ("calculate", "calculator") in found["compute 6 times 7"]
+
+
+def test_sdk_client_allowed_call_reaches_the_server_and_refused_call_does_not(gateway):
+    url, d = gateway
+
+    async def body(c):
+        tokyo = await c.call_tool("call_tool", {"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}})
+        calc = await c.call_tool("call_tool", {"name": "calculate", "arguments": {"expression": "6*7"}})
+        write = await c.call_tool("call_tool", {"name": "write_file", "arguments": {
+            "path": str(d / "files" / "sdk.txt"), "content": "should never be written"}})
+        return tokyo, calc, write
+
+    tokyo, calc, write = _sdk(url, body)
+    assert not tokyo.is_error and '"timezone": "Asia/Tokyo"' in tokyo.content[0].text
+    assert not calc.is_error and calc.content[0].text == "42"
+    assert write.is_error and write.content[0].text.startswith("refused:") and write.structured_content["refused"]
+    assert not (d / "files" / "sdk.txt").exists()
+    audit = [json.loads(x) for x in (d / "audit.jsonl").read_text().splitlines()]
+    assert [(a["tool"], a["server"], a["decision"]) for a in audit[-3:]] == [
+        ("get_current_time", "time", "allowed"), ("calculate", "calculator", "allowed"),
+        ("write_file", "filesystem", "refused")]
+
+
+def _inspector(bins, url: str, *args: str, is_error: bool = False) -> dict:
+    """The Inspector CLI's JSON output; it exits 5 when the tool's result has isError."""
+    p = subprocess.run([str(bins["mcp-inspector"]), "--cli", "--transport", "http", "--server-url", url,
+                        "--header", f"Authorization: Bearer {TOKEN}", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == (5 if is_error else 0), p.stdout + p.stderr
+    return json.loads(p.stdout)
+
+
+def test_inspector_cli_lists_searches_calls_and_is_refused(bins, gateway):
+    url, d = gateway
+    listed = _inspector(bins, url, "--method", "tools/list")
+    assert sorted(t["name"] for t in listed["tools"]) == ["call_tool", "list_servers", "search_tools"]
+    found = _inspector(bins, url, "--method", "tools/call", "--tool-name", "search_tools",
+                       "--tool-args-json", json.dumps({"query": "what time is it in Tokyo", "k": 3}))
+    assert "get_current_time" in [t["name"] for t in found["structuredContent"]["tools"]]
+    ok = _inspector(bins, url, "--method", "tools/call", "--tool-name", "call_tool", "--tool-args-json",
+                    json.dumps({"name": "get_current_time", "arguments": {"timezone": "Europe/Paris"}}))
+    assert not ok.get("isError") and '"timezone": "Europe/Paris"' in ok["content"][0]["text"]
+    no = _inspector(bins, url, "--method", "tools/call", "--tool-name", "call_tool", "--tool-args-json",
+                    json.dumps({"name": "write_file", "arguments": {"path": str(d / "files" / "inspector.txt"),
+                                                                    "content": "should never be written"}}),
+                    is_error=True)
+    assert no["isError"] and no["content"][0]["text"].startswith("refused:")
+    assert not (d / "files" / "inspector.txt").exists()
+    servers = _inspector(bins, url, "--method", "tools/call", "--tool-name", "list_servers")
+    assert {s["name"]: s["state"] for s in servers["structuredContent"]["servers"]} == {n: "up" for n in EXPECTED}
+
+
+@pytest.mark.slow
+def test_no_published_server_restarts_over_a_minute(gateway):
+    url, _ = gateway
+
+    async def body(c):
+        before = await _servers(c)
+        await anyio.sleep(65)
+        return before, await _servers(c)
+
+    before, after = _sdk(url, body)
+    assert {n: x["restarts"] for n, x in after.items()} == {n: 0 for n in EXPECTED}
+    assert all(after[n]["pings"] > before[n]["pings"] for n in EXPECTED)
