@@ -262,3 +262,14 @@ def test_config_limits_block_and_per_server_overrides(tmp_path):
     p.write_text('{\n "mcpServers": {"a": {"command": "x", "limits": {"retries": 3}}}\n}')
     with pytest.raises(ConfigError, match=r"mcpServers.a.limits: unknown key\(s\) retries"):
         read_config(p)
+
+
+def test_the_protocol_probe_falls_back_to_the_handshake_by_itself(tmp_path):
+    async def body(ds):
+        await until(lambda: ds.state == "up", "up on the handshake")
+        return ds.status(), await ds.call("roll_dice", {})
+
+    s, r = drive(raw("halfmodern", tmp_path / "c"), FAST, body)
+    assert s["protocol"] == "2024-11-05" and s["protocol_fallback"] == "auto -> legacy" and s["restarts"] == 1
+    assert "failed on the newest protocol revision (MCPError: Internal error)" in s["warnings"][0]
+    assert r.content[0].text == "roll_dice ok"

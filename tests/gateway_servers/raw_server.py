@@ -6,7 +6,8 @@ without a name, invalid annotations), ``duplicates``, ``many`` (10,000 tools in 
 ``huge`` (a one-megabyte description), ``hang`` (never answers initialize), ``crash`` (exits in the middle
 of a call to ``crash_now``), ``stall`` (never answers a call to ``wait_forever``; logs the cancellation),
 ``loop`` (sends notifications/tools/list_changed every 10 ms), ``garbage`` (writes lines that are not
-JSON-RPC to stdout), ``flap`` (exits ``FLAP_AFTER_S`` seconds after the handshake, for the backoff tests).
+JSON-RPC to stdout), ``flap`` (exits ``FLAP_AFTER_S`` seconds after the handshake, for the backoff tests),
+``halfmodern`` (answers ``server/discover`` with the newest revision, then fails every request made on it).
 Every tools/call and notifications/cancelled it receives is appended to CALLS_LOG as a JSON line.
 
 Why no SDK: the SDK's servers cannot send what these servers send.
@@ -81,6 +82,8 @@ def tools_for(behaviour):
         return []
     if behaviour == "flap":
         return [{"name": "coin_flip", "description": "Flip a coin.", "inputSchema": obj_schema()}]
+    if behaviour == "halfmodern":
+        return [{"name": "roll_dice", "description": "Roll a die.", "inputSchema": obj_schema()}]
     raise SystemExit(f"unknown behaviour {behaviour}")
 
 
@@ -112,6 +115,16 @@ def handle(msg) -> None:
         if method == "notifications/initialized" and BEHAVIOUR == "flap":
             threading.Thread(target=flap_later, daemon=True).start()
         return
+    if BEHAVIOUR == "halfmodern":
+        if method == "server/discover":  # claims the newest revision ...
+            send({"jsonrpc": "2.0", "id": rid, "result": {
+                "capabilities": {"tools": {"listChanged": True}}, "resultType": "complete",
+                "supportedVersions": ["2026-07-28"], "_meta": {"io.modelcontextprotocol/serverInfo": {
+                    "name": "raw-halfmodern", "version": "0.0.1"}}}})
+            return
+        if "io.modelcontextprotocol/protocolVersion" in ((msg.get("params") or {}).get("_meta") or {}):
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "Internal error"}})
+            return  # ... and then fails every request made on it
     if method == "initialize":
         if BEHAVIOUR == "hang":
             return
