@@ -48,7 +48,8 @@ def read_token(path) -> str:
 @click.command("serve")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries" and "policy".')
+              help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries", "policy" and '
+                   '"limits" (timeouts, restart backoff, caps).')
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
               help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio. A HOST other than loopback "
                    "needs --token-file.")
