@@ -69,16 +69,18 @@ def test_vet_tools_keeps_valid_repairs_missing_type_and_names_the_rest():
         {"description": "nameless"},
         "not an object",
         {"name": "long", "description": "d" * 50, "inputSchema": {"type": "object"}},
+        {"name": "listprops", "inputSchema": {"type": "object", "properties": ["a"]}},
     ], Limits(max_description_chars=10))
-    assert [t["name"] for t in tools] == ["ok", "bare", "typeless", "stringly", "arrayish", "long"]
+    assert [t["name"] for t in tools] == ["ok", "bare", "typeless", "stringly", "arrayish", "long", "listprops"]
     assert tools[1]["inputSchema"] == {"type": "object"}
     assert tools[2]["inputSchema"] == {"type": "object", "$schema": "x", "properties": {"a": {"type": "string"}}}
     assert tools[5]["description"] == "d" * 10
-    assert set(not_callable) == {"stringly", "arrayish"} and '"type": "array"' in not_callable["arrayish"]
+    assert set(not_callable) == {"stringly", "arrayish", "listprops"} and '"type": "array"' in not_callable["arrayish"]
+    assert "inputSchema.properties is a JSON list" in not_callable["listprops"]
     by = {(p["tool"], p["action"].split(":")[0].split(";")[0]) for p in problems}
     assert by == {("bare", "repaired"), ("typeless", "repaired"), ("stringly", "listed, not callable"),
                   ("arrayish", "listed, not callable"), ("ok", "skipped"), ("#7", "skipped"), ("#8", "skipped"),
-                  ("long", "cut to the first 10 (limits.max_description_chars)")}
+                  ("long", "cut to the first 10 (limits.max_description_chars)"), ("listprops", "listed, not callable")}
 
 
 def test_lenient_listing_keeps_valid_tools_of_a_server_the_sdk_would_reject(tmp_path):

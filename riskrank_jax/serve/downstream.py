@@ -114,12 +114,12 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
         elif isinstance(schema, dict) and "type" not in schema:
             problem(name, 'inputSchema has no "type": "object"', 'repaired: "type": "object" added')
             t["inputSchema"] = {"type": "object", **schema}
-        elif not isinstance(schema, dict) or schema.get("type") != "object":
-            what = (f"inputSchema is a JSON {type(schema).__name__}" if not isinstance(schema, dict)
-                    else f'inputSchema has "type": {json.dumps(schema.get("type"))}, not "object"')
-            problem(name, what, "listed, not callable")
-            not_callable[name] = f"its input schema cannot be read ({what})"
-            t["inputSchema"] = {"type": "object"}
+        else:
+            what = _unreadable(schema)
+            if what is not None:
+                problem(name, what, "listed, not callable")
+                not_callable[name] = f"its input schema cannot be read ({what})"
+                t["inputSchema"] = {"type": "object"}
         desc = t.get("description")
         if desc is not None and not isinstance(desc, str):
             problem(name, f"description is a JSON {type(desc).__name__}, not a string", "description left out")
@@ -145,6 +145,20 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
             not_callable.pop(t["name"], None)
         kept = kept[:limits.max_tools_per_server]
     return kept, problems, not_callable
+
+
+def _unreadable(schema) -> str | None:
+    """What makes an input schema unusable for a call (None: it is an object schema the gateway can pass on)."""
+    if not isinstance(schema, dict):
+        return f"inputSchema is a JSON {type(schema).__name__}"
+    if schema.get("type") != "object":
+        return f'inputSchema has "type": {json.dumps(schema.get("type"))}, not "object"'
+    if "properties" in schema and not isinstance(schema["properties"], dict):
+        return f"inputSchema.properties is a JSON {type(schema['properties']).__name__}, not an object"
+    req = schema.get("required", [])
+    if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+        return "inputSchema.required is not a list of property names"
+    return None
 
 
 async def _raw_list_page(client, cursor: str | None) -> tuple[list, str | None]:
