@@ -52,7 +52,10 @@ def test_tools_are_keyed_by_server_and_name_and_a_shared_name_is_gold_twice(benc
     assert bench.servers.of_tool.tolist() == [0, 0, 0, 1, 1, 2, 2]
     assert bench.servers.texts[1] == "Filesystem MCP Server: Read and write files on the local disk."
     # the text riskrank-jax rank embeds: name words, description, parameters
-    assert bench.texts[3] == ("write file: Create a new file or overwrite an existing file with new content. "
+    from riskrank_jax.experiments.livemcp import tool_texts
+
+    assert bench.descriptions[6] == "Get the weather forecast for a city."
+    assert tool_texts(bench)[3] == ("write file: Create a new file or overwrite an existing file with new content. "
                               "Parameters: path; content.")
     assert bench.queries.gold_lists() == [[6, 0, 1, 2], [3, 5], [4]]
     assert bench.notes["names_on_several_servers"] == 1 and bench.notes["distinct_names"] == 6
@@ -208,16 +211,17 @@ def test_a_registry_of_several_servers_knows_each_tools_server(ranker, bench, tm
 
 
 def dataclasses_replace(**kw) -> RankConfig:
+    """DEFAULT_REGISTRY_CONFIG without its request stages, then ``kw``."""
     import dataclasses
 
-    return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **kw)
+    return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **{"server_context": False, "multi_step": False, **kw})
 
 
-def test_the_stages_are_off_by_default_and_change_the_first_stage_when_on(ranker):
+def test_the_stages_change_the_first_stage_when_on(ranker):
     q = ["Read the notes file", "Write a report on the weather and save it as a Word document"]
     q_emb = bow(q)
-    plain = ranker.first_stage_scores(q_emb, q)
-    assert not DEFAULT_REGISTRY_CONFIG.server_context and not DEFAULT_REGISTRY_CONFIG.multi_step
+    plain = ranker.with_config(dataclasses_replace()).first_stage_scores(q_emb, q)
+    assert DEFAULT_REGISTRY_CONFIG.server_context and not DEFAULT_REGISTRY_CONFIG.multi_step  # what rank uses
     np.testing.assert_array_equal(plain, ranker.with_config(dataclasses_replace(server_context=True,
                                                                                 server_weight=0.0,
                                                                                 sibling_weight=0.0))
@@ -250,7 +254,7 @@ def test_the_sweep_rows_on_the_fixture(bench, tmp_path, monkeypatch):
 
     cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": "", "runtime.cache_dir": str(tmp_path)})
     res = livemcp.run_livemcpbench(cfg, tmp_path / "out", bench=bench, encoder=BowEncoder(), report_to=lambda s: None)
-    assert set(res["rows"]) == set(livemcp.ROWS)
+    assert set(res["rows"]) == set(livemcp.ROWS) and res["rank_default"] == "ranker_server"
     for name, row in res["rows"].items():
         assert row["rvr@5"] == "not labelled"
         assert 0.0 <= row["complete@10"] <= row["recall@10"] <= 1.0 and res["cost_s"][name] >= 0

@@ -3,7 +3,8 @@ they need, read as a zero-shot retrieval benchmark (docs/data.md, "LiveMCPBench"
 
 * Pool: every tool of every server in `tools/LiveMCPTool/tools.json` (each entry's `tools` maps a server key to
   its `tools/list` result). A tool is keyed by server and name, id ``"<server>/<name>"``: a name listed by two
-  servers is two tools. Its text is the one ``riskrank-jax rank`` embeds for an MCP tool (``registry.tool_text``).
+  servers is two tools. ``documents`` hold each server's tools as listed, what ``registry.load_registry``
+  reads (a tool's text is the one ``riskrank-jax rank`` builds for an MCP tool: ``experiments.livemcp``).
 * Servers: the server key, the entry's `name` (its title), `description` and `category`; ``of_tool`` maps each
   tool to its server, so a ranker can use the server as context.
 * Queries: the 95 `Question` strings of `annotated_data/all_annotations.json`; gold: the names in `Annotator
@@ -61,14 +62,14 @@ class McpServers:
 
 @dataclass(frozen=True, eq=False)
 class LiveMcpBench:
-    """The retrieval view. ids[i] = "<server>/<tool name>"; raw_names[i] the tool's own name; texts[i] what it is
-    embedded with; documents: [(server key, {"tools": [...]})] in pool order, what ``load_registry`` reads
+    """The retrieval view. ids[i] = "<server>/<tool name>"; raw_names[i] the tool's own name; descriptions[i] its
+    description; documents: [(server key, {"tools": [...]})] in pool order, what ``load_registry`` reads
     (the same tools, in the same order, as a user's registry); queries: the tasks (gold int32 [Q, G], -1 padded);
     unmatched: (task id, mention) of the mentions that name no tool of the pool; no_gold: the tasks left out."""
 
     ids: tuple[str, ...]
     raw_names: tuple[str, ...]
-    texts: tuple[str, ...]
+    descriptions: tuple[str, ...]
     servers: McpServers
     documents: tuple
     queries: QuerySet
@@ -85,9 +86,10 @@ class LiveMcpBench:
         return len(self.ids)
 
     def fingerprint(self) -> str:
-        """sha256 (16 hex digits) of the tool ids and texts, the servers, the queries and their gold."""
+        """sha256 (16 hex digits) of the servers' tool lists, the servers, the queries and their gold."""
         h = hashlib.sha256()
-        for s in (self.ids, self.texts, self.servers.names, self.servers.texts, self.queries.texts):
+        h.update(json.dumps(self.documents, sort_keys=True, ensure_ascii=False).encode())
+        for s in (self.ids, self.servers.names, self.servers.texts, self.queries.texts):
             h.update("\x1f".join(s).encode())
             h.update(b"\x1e")
         h.update(self.servers.of_tool.tobytes())
@@ -184,14 +186,10 @@ def read_tasks(path: Path, by_name: dict[str, list[int]]):
 
 def load_livemcpbench(root: Path) -> LiveMcpBench:
     """`root` = <data>/livemcpbench (tools/LiveMCPTool/tools.json, annotated_data/all_annotations.json)."""
-    from riskrank_jax.registry import load_registry
-
     root = Path(root)
     docs, servers = read_servers(root / TOOLS_FILE)
-    reg = load_registry(docs)
-    raw = tuple(t.raw_name for t in reg.tools)
-    if len(raw) != servers.of_tool.size:
-        raise DataError(f"the registry reader kept {len(raw)} of {servers.of_tool.size} tools", root / TOOLS_FILE)
+    raw = tuple(t["name"].strip() for _, doc in docs for t in doc["tools"])
+    descriptions = tuple(_text(t.get("description")) for _, doc in docs for t in doc["tools"])
     ids = tuple(f"{servers.names[s]}/{n}" for s, n in zip(servers.of_tool, raw))
     by_name: dict[str, list[int]] = {}
     for i, n in enumerate(raw):
@@ -201,7 +199,7 @@ def load_livemcpbench(root: Path) -> LiveMcpBench:
              "names_on_several_servers": sum(len(v) > 1 for v in by_name.values()),
              "tasks": queries.size + len(no_gold), "tasks_evaluated": queries.size,
              "mentions_unmatched": len(unmatched)}
-    return LiveMcpBench(ids, raw, reg.texts, servers, tuple(docs), queries, cats, unmatched, no_gold,
+    return LiveMcpBench(ids, raw, descriptions, servers, tuple(docs), queries, cats, unmatched, no_gold,
                         str(root), notes)
 
 

@@ -14,6 +14,7 @@
     transfer.py    risk-head transfer across registries -> risk_transfer.{json,md}
     throughput.py  smoothing throughput (message passing vs scipy vs dense)
     reproducibility.py  what a rerun may differ by: flip bounds in query units, and the rule comparing two runs
+    livemcp.py     the LiveMCPBench sweep: zero-shot rows over real MCP servers' tools (no training)
 
 Why variants are data: adding a row to the tables touches variants.py only, and the sweep is a loop over them.
 """

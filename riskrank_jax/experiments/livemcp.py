@@ -7,12 +7,13 @@ Rows (``ROWS``, every one zero-shot: nothing is trained on the benchmark's tasks
 * ``two_stage`` — LiveMCPBench's own agent: the top ``mcp.top_servers`` servers by cosine with their name and
   description, then each one's top ``mcp.top_tools`` tools by cosine (same encoder), listed server by server;
 * ``mcp_zero`` — MCP-Zero's hierarchical server → tool matcher, (s_server · s_tool) · max(s_server, s_tool);
-* ``default`` — what ``riskrank-jax rank`` does (``Ranker.from_registry`` with ``DEFAULT_REGISTRY_CONFIG``),
-  and ``default_lam0`` the same at λ = 0;
-* ``server`` / ``steps`` / ``server_steps`` — the default ranker with the server-context stage, the multi-step
-  stage, or both (``RankConfig.server_context`` / ``multi_step``), each also at λ = 0 (``…_lam0``);
-* ``server_steps_namesakes`` — ``server_steps`` with every copy of a tool name ranked at its best copy's score
-  (the benchmark makes both copies gold).
+* ``ranker`` — ``Ranker.from_registry`` with ``DEFAULT_REGISTRY_CONFIG`` less its request stages (what
+  ``riskrank-jax rank`` did before them), and ``ranker_lam0`` the same at λ = 0;
+* ``ranker_server`` / ``ranker_steps`` / ``ranker_server_steps`` — with the server-context stage, the multi-step
+  stage, or both (``RankConfig.server_context`` / ``multi_step``), each also at λ = 0 (``…_lam0``); the row whose
+  config is ``DEFAULT_REGISTRY_CONFIG`` is what ``riskrank-jax rank`` does now (results.json "rank_default");
+* ``ranker_server_steps_namesakes`` — ``ranker_server_steps`` with every copy of a tool name ranked at its best
+  copy's score (the benchmark makes both copies gold).
 
 Metrics per row: NDCG@5, Recall@5, Recall@10, complete@10 (every needed tool in the top 10), with the standard
 error of the mean over tasks; RVR@5 = the share of the top 5 that must be confirmed, from the labelled corpus
@@ -57,16 +58,16 @@ ROWS = {
     "hybrid": ("hybrid: 0.6·z(cosine) + 0.4·z(BM25)", None),
     "two_stage": ("LiveMCPBench's agent: top servers by cosine, then their top tools", None),
     "mcp_zero": ("MCP-Zero: (s_server · s_tool) · max(s_server, s_tool)", None),
-    "default": ("riskrank-jax rank, zero-shot default (hybrid − λ·risk, graph)", {}),
-    "default_lam0": ("the default at λ = 0", {"lam": 0.0}),
-    "server": ("default + server context", {"server_context": True}),
-    "server_lam0": ("default + server context, λ = 0", {"server_context": True, "lam": 0.0}),
-    "steps": ("default + multi-step", {"multi_step": True}),
-    "steps_lam0": ("default + multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
-    "server_steps": ("default + server context + multi-step", {"server_context": True, "multi_step": True}),
-    "server_steps_lam0": ("default + server context + multi-step, λ = 0",
-                          {"server_context": True, "multi_step": True, "lam": 0.0}),
-    "server_steps_namesakes": ("server_steps, each tool name's copies ranked together", None),
+    "ranker": ("the zero-shot Ranker without request stages (hybrid − λ·risk, graph; the issue's default)", {}),
+    "ranker_lam0": ("the same at λ = 0", {"lam": 0.0}),
+    "ranker_server": ("+ server context", {"server_context": True}),
+    "ranker_server_lam0": ("+ server context, λ = 0", {"server_context": True, "lam": 0.0}),
+    "ranker_steps": ("+ multi-step", {"multi_step": True}),
+    "ranker_steps_lam0": ("+ multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
+    "ranker_server_steps": ("+ server context + multi-step", {"server_context": True, "multi_step": True}),
+    "ranker_server_steps_lam0": ("+ server context + multi-step, λ = 0",
+                                 {"server_context": True, "multi_step": True, "lam": 0.0}),
+    "ranker_server_steps_namesakes": ("ranker_server_steps, each tool name's copies ranked together", None),
 }
 # rows that take a model trained on another benchmark: not run here, and why
 NOT_RUN = {
@@ -111,6 +112,17 @@ def _file_hash(path: Path | None) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path is not None and path.is_file() else None
 
 
+def tool_texts(bench) -> tuple[str, ...]:
+    """Each tool's text as ``riskrank-jax rank`` embeds it (``registry.tool_text``: name words, description,
+    parameters), read from the benchmark's server documents by the registry loader."""
+    from riskrank_jax.registry import load_registry
+
+    texts = load_registry(list(bench.documents)).texts
+    if len(texts) != bench.size:
+        raise DataError(f"the registry reader kept {len(texts)} of {bench.size} tools", bench.source)
+    return texts
+
+
 def ranker_rankings(ranker, queries, config, k: int = LIST_K) -> tuple[np.ndarray, np.ndarray]:
     """(int32 [Q, k] tool ids, float32 [Q, N] total scores) of ``ranker`` with ``config`` for the query texts."""
     r = ranker.with_config(config)
@@ -119,30 +131,89 @@ def ranker_rankings(ranker, queries, config, k: int = LIST_K) -> tuple[np.ndarra
     return np.asarray(top_order(jnp.asarray(total), k)), total
 
 
-def evaluate_rows(cfg, bench, encoder, cache, log: StageLog) -> dict:
-    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}} for every row of ``ROWS``."""
+def baseline_rows(cfg, bench, texts, emb, k: int, timed) -> None:
+    """The rows that are not a Ranker: BM25, dense, hybrid, the two-stage agent, MCP-Zero (``timed(name, fn)``
+    runs and records each); emb = {"tools", "queries", "servers"} embeddings."""
+    mcp, queries = cfg.mcp, list(bench.queries.texts)
+    cos = lambda: baselines.dense_scores(emb["queries"], emb["tools"])  # noqa: E731
+    srv = lambda: baselines.dense_scores(emb["queries"], emb["servers"])  # noqa: E731
+    timed("bm25", lambda: top_order(jnp.asarray(baselines.Bm25Index(list(texts)).scores(queries)), k))
+    timed("dense", lambda: top_order(cos(), k))
+    timed("hybrid", lambda: top_order(hybrid.fuse(cos(), baselines.Bm25Index(list(texts)).scores(queries),
+                                                  hybrid.DEFAULT_WEIGHT), k))
+    n_two = min(mcp.top_servers * mcp.top_tools, bench.size)
+    timed("two_stage", lambda: servers.two_stage_ranking(srv(), cos(), bench.servers.of_tool, mcp.top_servers,
+                                                         mcp.top_tools, n_two)[:, :k])
+    timed("mcp_zero", lambda: top_order(servers.mcp_zero_scores(srv(), cos(), bench.servers.of_tool), k))
+
+
+def row_config(cfg, change: dict):
+    """The RankConfig of a Ranker row: ``DEFAULT_REGISTRY_CONFIG`` without request stages, the sweep's stage
+    weights (``cfg.mcp``), then the row's ``change``."""
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
+
+    base = {"server_context": False, "multi_step": False, "server_weight": cfg.mcp.server_weight,
+            "sibling_weight": cfg.mcp.sibling_weight, "step_weight": cfg.mcp.step_weight}
+    return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **{**base, **change})
+
+
+def rank_default_row(cfg) -> str | None:
+    """The Ranker row whose config is ``DEFAULT_REGISTRY_CONFIG`` (what ``riskrank-jax rank`` does), or None."""
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
+
+    return next((name for name, (_, change) in ROWS.items()
+                 if change is not None and row_config(cfg, change) == DEFAULT_REGISTRY_CONFIG), None)
+
+
+def ranker_rows(cfg, bench, ranker, k: int, timed) -> None:
+    """The Ranker rows of ``ROWS`` (the default config with each row's change and the sweep's stage weights), then
+    the namesake row from ``server_steps``' scores."""
+    queries = list(bench.queries.texts)
+    scores_of = {}
+    for name, (_, change) in ROWS.items():
+        if change is None:
+            continue
+        config = row_config(cfg, change)
+
+        def run(config=config, name=name):
+            ids, scores_of[name] = ranker_rankings(ranker, queries, config, k)
+            return ids
+        timed(name, run)
+    group = np.unique(np.asarray(bench.raw_names), return_inverse=True)[1].astype(np.int32)
+    timed("ranker_server_steps_namesakes",
+          lambda: top_order(servers.namesake_max(scores_of["ranker_server_steps"], group), k))
+
+
+def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
+    """(tool texts, {"tools", "queries", "servers"} embeddings, the registry Ranker, {step: seconds}): what every
+    row shares, the Ranker's programs compiled once by a warm-up run of the default config."""
     from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
 
-    mcp = cfg.mcp
-    queries = list(bench.queries.texts)
-    gold = bench.queries.gold
-    labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
-    confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
-    common = {}
-    k = min(LIST_K, bench.size)
-    t0 = time.perf_counter()
-    t_emb = embed_texts(encoder, list(bench.texts), cache)
-    q_emb = embed_texts(encoder, queries, cache)
-    s_emb = embed_texts(encoder, list(bench.servers.texts), cache)
+    common, t0 = {}, time.perf_counter()
+    texts = tool_texts(bench)
+    emb = {"tools": embed_texts(encoder, list(texts), cache),
+           "queries": embed_texts(encoder, list(bench.queries.texts), cache),
+           "servers": embed_texts(encoder, list(bench.servers.texts), cache)}
     common["embed tools, queries, servers (cached)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ranker = Ranker.from_registry(list(bench.documents), encoder=encoder, cache=cache,
                                   server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
     common["build the registry ranker (risk, graph)"] = time.perf_counter() - t0
-    weights = {"server_weight": mcp.server_weight, "sibling_weight": mcp.sibling_weight,
-               "step_weight": mcp.step_weight}
+    t0 = time.perf_counter()
+    ranker_rankings(ranker, list(bench.queries.texts), dataclasses.replace(DEFAULT_REGISTRY_CONFIG,
+                    server_context=False), min(LIST_K, bench.size))
+    common["warm-up run of the default ranker (compilation)"] = time.perf_counter() - t0
+    return texts, emb, ranker, {name: round(v, 3) for name, v in common.items()}
+
+
+def evaluate_rows(cfg, bench, encoder, cache) -> dict:
+    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ...} for every
+    row of ``ROWS``."""
+    labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
+    confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
+    k = min(LIST_K, bench.size)
+    texts, emb, ranker, common = prepare(bench, encoder, cache)
     rankings, cost = {}, {}
-    scores_of = {}
 
     def timed(name, fn):
         click.echo(f"[livemcpbench] row {name} ...", err=True)
@@ -150,42 +221,21 @@ def evaluate_rows(cfg, bench, encoder, cache, log: StageLog) -> dict:
         rankings[name] = np.asarray(fn())
         cost[name] = round(time.perf_counter() - t, 3)
 
-    cos = lambda: baselines.dense_scores(q_emb, t_emb)  # noqa: E731
-    timed("bm25", lambda: top_order(jnp.asarray(baselines.Bm25Index(list(bench.texts)).scores(queries)), k))
-    timed("dense", lambda: top_order(cos(), k))
-    timed("hybrid", lambda: top_order(hybrid.fuse(cos(), baselines.Bm25Index(list(bench.texts)).scores(queries),
-                                                  hybrid.DEFAULT_WEIGHT), k))
-    of_tool = bench.servers.of_tool
-    n_two = min(mcp.top_servers * mcp.top_tools, bench.size)
-    timed("two_stage", lambda: servers.two_stage_ranking(baselines.dense_scores(q_emb, s_emb), cos(), of_tool,
-                                                         mcp.top_servers, mcp.top_tools, n_two)[:, :k])
-    timed("mcp_zero", lambda: top_order(servers.mcp_zero_scores(baselines.dense_scores(q_emb, s_emb), cos(),
-                                                                of_tool), k))
-    for name, (_, change) in ROWS.items():
-        if change is None:
-            continue
-        config = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **weights, **change)
-
-        def run(config=config, name=name):
-            ids, total = ranker_rankings(ranker, queries, config, k)
-            scores_of[name] = total
-            return ids
-        timed(name, run)
-    group = np.unique(np.asarray(bench.raw_names), return_inverse=True)[1].astype(np.int32)
-    timed("server_steps_namesakes",
-          lambda: top_order(servers.namesake_max(scores_of["server_steps"], group), k))
+    baseline_rows(cfg, bench, texts, emb, k, timed)
+    ranker_rows(cfg, bench, ranker, k, timed)
     rows = {}
     for name, ids in rankings.items():
-        s = summary(list_metrics(ids, gold, confirm))
+        rows[name] = summary(list_metrics(ids, bench.queries.gold, confirm))
         if confirm is None:
-            s["rvr@5"] = NOT_LABELLED
-        rows[name] = s
-    return {"rows": rows, "cost_s": cost, "common_cost_s": {name: round(v, 3) for name, v in common.items()},
+            rows[name]["rvr@5"] = NOT_LABELLED
+    return {"rows": rows, "cost_s": cost, "common_cost_s": common,
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
                 "rule": "must confirm = mutation destructive, or public_sink, secret_source, execution or money; "
-                        "RVR@5 = the share of the top 5 that must be confirmed; an unlabelled tool counts as not"}}
+                        "RVR@5 = the share of the top 5 that must be confirmed; an unlabelled tool counts as not",
+                "caveat": "the ranker rows assess risk with the shipped MCP risk model, which was trained on the "
+                          "whole labelled corpus, these tools included: their exposure here is measured in-sample"}}
 
 
 def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=None, report_to=click.echo,
@@ -220,13 +270,14 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
                       "--force recomputes")
             return prev
     cache = EmbeddingCache(cfg.runtime.cache_dir)
-    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache, log)
+    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache)
     results = {
         "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks",
         "encoder": encoder.model_id, "k": LIST_K, "data": bench.notes,
         "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
         "tasks_without_gold": list(bench.no_gold),
         "rows": ev["rows"], "row_descriptions": {name: text for name, (text, _) in ROWS.items()},
+        "rank_default": rank_default_row(cfg),
         "not_run": NOT_RUN, "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
         "risk_labels": ev["risk_labels"],
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
@@ -272,7 +323,9 @@ def tables_md(results: dict) -> str:
     for name, row in results["rows"].items():
         cells = [f"{row[m]:.3f} ± {row[m + '_se']:.3f}" for m in METRICS]
         rvr = row["rvr@5"] if isinstance(row["rvr@5"], str) else f"{row['rvr@5']:.3f}"
-        out.append(f"| `{name}` | {results['row_descriptions'][name]} | " + " | ".join(cells)
+        what = results["row_descriptions"][name] + (" — **what `riskrank-jax rank` does**"
+                                                     if name == results.get("rank_default") else "")
+        out.append(f"| `{name}` | {what} | " + " | ".join(cells)
                    + f" | {rvr} | {results['cost_s'][name]:.1f} |")
     common = "; ".join(f"{k} {v:.1f} s" for k, v in results["common_cost_s"].items())
     out += ["", f"Costs are wall-clock seconds of one run on {results['device']} (they differ between runs; the "
@@ -283,7 +336,7 @@ def tables_md(results: dict) -> str:
         out.append("RVR@5: not labelled (no risk-label corpus covers these tools).")
     else:
         out.append(f"RVR@5 from the labelled corpus: {lab['tools_covered']} of {lab['tools']} tools labelled, "
-                   f"{lab['must_confirm']} must be confirmed ({lab['rule']}).")
+                   f"{lab['must_confirm']} must be confirmed ({lab['rule']}). Caveat: {lab['caveat']}.")
     out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
     out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
     out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
