@@ -197,7 +197,7 @@ def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
     assert row["call"] == "allowed" and row["server"] == "files"
     res = stdio_gateway.search("delete the old report file", k=3)
     row = {t["name"]: t for t in res["tools"]}["delete_file"]
-    assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "delete" in row["risk_source"]
+    assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "destructive" in row["risk_source"]
 
 
 def test_delete_is_refused_at_the_default_policy_and_never_reaches_the_server(stdio_gateway):
@@ -361,7 +361,8 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
     tickets_port, gw_port = _free_port(), _free_port()
     tickets = subprocess.Popen([sys.executable, str(EXAMPLES / "tickets_http_server.py"), str(tickets_port)],
                                env={**os.environ, "CALLS_LOG": str(calls)}, stderr=subprocess.DEVNULL)
-    cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["delete_file"]})
+    cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["delete_file"],
+                                                          "trusted_servers": ["files", "tickets"]})
     cfg["mcpServers"] = {"files": cfg["mcpServers"]["files"],
                          "tickets": {"url": f"http://127.0.0.1:{tickets_port}/mcp"}}
     (tmp_path / "servers.json").write_text(json.dumps(cfg))
@@ -483,6 +484,7 @@ def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encod
     calls = tmp_path / "calls.jsonl"
     doc = config_for(sys.executable, str(calls))
     doc["mcpServers"] = {"files": doc["mcpServers"]["files"]}
+    doc["policy"]["trusted_servers"] = ["files"]
     (tmp_path / "servers.json").write_text(json.dumps(doc))
     config = read_config(tmp_path / "servers.json")
     options = GatewayOptions(expose="filtered", cache_dir=str(tmp_path), audit_log=str(tmp_path / "audit.jsonl"))
@@ -534,6 +536,7 @@ def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
     calls = tmp_path / "calls.jsonl"
     doc = config_for(sys.executable, str(calls))
     doc["mcpServers"] = {"files": dict(doc["mcpServers"]["files"], protocol="legacy")}
+    doc["policy"]["trusted_servers"] = ["files"]
     (tmp_path / "servers.json").write_text(json.dumps(doc))
     config = read_config(tmp_path / "servers.json")
 

@@ -56,7 +56,7 @@ def get_forecast(city: str) -> str:
     return f"sunny in {city}"
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=False, openWorldHint=False))
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
 async def load_plugins(ctx: Context) -> str:
     """Load the workspace plugins (adds the tools they provide)."""
     record("files", "load_plugins", {})
