@@ -75,7 +75,8 @@ class McpConfig:
     """The LiveMCPBench sweep (``experiments.livemcp``): the benchmark agent's top_servers / top_tools (its README's
     TOP_SERVERS = 5, TOP_TOOLS = 3); the weights of the Ranker's request stages in its rows (server_weight,
     sibling_weight, step_weight: ``rank.ranker.RankConfig``); risk_labels: the labelled tool corpus, relative to
-    the repository root ("" = none: RVR@5 is then "not labelled")."""
+    the repository root ("" = none: RVR@5 is then "not labelled"); lambdas × alphas: the grid of the sensitivity
+    table of the rank default's row."""
 
     top_servers: int = 5
     top_tools: int = 3
@@ -83,6 +84,8 @@ class McpConfig:
     sibling_weight: float = 0.5
     step_weight: float = 0.3
     risk_labels: str = "experiments/mcp_risk/corpus/labels.jsonl"
+    lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
+    alphas: tuple[float, ...] = (0.0, 0.2)
 
 
 @dataclass(frozen=True)

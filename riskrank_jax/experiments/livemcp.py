@@ -68,7 +68,13 @@ ROWS = {
     "ranker_server_steps_lam0": ("+ server context + multi-step, λ = 0",
                                  {"server_context": True, "multi_step": True, "lam": 0.0}),
     "ranker_server_steps_namesakes": ("ranker_server_steps, each tool name's copies ranked together", None),
+    "ranker_server_text": ("+ server context, each tool's text ending with its server's name and description",
+                           {"server_context": True}),
+    "ranker_server_text_steps": ("+ server context + multi-step, each tool's text with its server's",
+                                 {"server_context": True, "multi_step": True}),
 }
+# rows ranked by the Ranker over tool texts that end with their server's name and description
+SERVER_TEXT_ROWS = ("ranker_server_text", "ranker_server_text_steps")
 # rows that take a model trained on another benchmark: not run here, and why
 NOT_RUN = {
     "sealtools_heads": "not run: the Seal-Tools-trained heads and correction reranker are trained per sweep and not "
@@ -165,18 +171,30 @@ def rank_default_row(cfg) -> str | None:
                  if change is not None and row_config(cfg, change) == DEFAULT_REGISTRY_CONFIG), None)
 
 
-def ranker_rows(cfg, bench, ranker, k: int, timed) -> None:
-    """The Ranker rows of ``ROWS`` (the default config with each row's change and the sweep's stage weights), then
-    the namesake row from ``server_steps``' scores."""
+def with_server_text(bench) -> list:
+    """The benchmark's server documents with every tool's description followed by "(server <name>: <description>)"."""
+    out = []
+    for (key, doc), text in zip(bench.documents, bench.servers.texts):
+        tools = [{**t, "description": f"{(t.get('description') or '').strip()} (server {text})".strip()}
+                 for t in doc["tools"]]
+        out.append((key, {**doc, "tools": tools}))
+    return out
+
+
+def ranker_rows(cfg, bench, ranker, k: int, timed, text_ranker=None) -> None:
+    """The Ranker rows of ``ROWS`` (the default config with each row's change and the sweep's stage weights; the
+    ``SERVER_TEXT_ROWS`` by ``text_ranker``, built over ``with_server_text``), then the namesake row from
+    ``ranker_server_steps``' scores."""
     queries = list(bench.queries.texts)
     scores_of = {}
     for name, (_, change) in ROWS.items():
-        if change is None:
+        if change is None or (name in SERVER_TEXT_ROWS and text_ranker is None):
             continue
         config = row_config(cfg, change)
 
         def run(config=config, name=name):
-            ids, scores_of[name] = ranker_rankings(ranker, queries, config, k)
+            r = text_ranker if name in SERVER_TEXT_ROWS else ranker
+            ids, scores_of[name] = ranker_rankings(r, queries, config, k)
             return ids
         timed(name, run)
     group = np.unique(np.asarray(bench.raw_names), return_inverse=True)[1].astype(np.int32)
@@ -185,8 +203,8 @@ def ranker_rows(cfg, bench, ranker, k: int, timed) -> None:
 
 
 def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
-    """(tool texts, {"tools", "queries", "servers"} embeddings, the registry Ranker, {step: seconds}): what every
-    row shares, the Ranker's programs compiled once by a warm-up run of the default config."""
+    """(tool texts, {"tools", "queries", "servers"} embeddings, (the registry Ranker, the one over texts with their
+    servers'), {step: seconds}): what every row shares, the Ranker's programs compiled once by a warm-up run."""
     from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
 
     common, t0 = {}, time.perf_counter()
@@ -200,10 +218,30 @@ def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
                                   server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
     common["build the registry ranker (risk, graph)"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    text_ranker = Ranker.from_registry(with_server_text(bench), encoder=encoder, cache=cache,
+                                       server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
+    common["build the ranker over the texts with their servers'"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     ranker_rankings(ranker, list(bench.queries.texts), dataclasses.replace(DEFAULT_REGISTRY_CONFIG,
                     server_context=False), min(LIST_K, bench.size))
     common["warm-up run of the default ranker (compilation)"] = time.perf_counter() - t0
-    return texts, emb, ranker, {name: round(v, 3) for name, v in common.items()}
+    return texts, emb, (ranker, text_ranker), {name: round(v, 3) for name, v in common.items()}
+
+
+def sensitivity(cfg, bench, ranker, k: int, confirm) -> list[dict]:
+    """The rank default's row over the λ × α grid of ``cfg.mcp`` (lambdas, alphas): [{lam, alpha, metrics}], each
+    metric the mean over tasks (RVR@5 "not labelled" without labels)."""
+    name = rank_default_row(cfg) or "ranker_server"
+    out = []
+    for alpha in cfg.mcp.alphas:
+        for lam in cfg.mcp.lambdas:
+            config = dataclasses.replace(row_config(cfg, ROWS[name][1]), lam=float(lam), alpha=float(alpha))
+            ids, _ = ranker_rankings(ranker, list(bench.queries.texts), config, k)
+            m = {key: v for key, v in summary(list_metrics(ids, bench.queries.gold, confirm)).items()
+                 if not key.endswith("_se")}
+            out.append({"row": name, "lam": float(lam), "alpha": float(alpha),
+                        **m, **({} if confirm is not None else {"rvr@5": NOT_LABELLED})})
+    return out
 
 
 def evaluate_rows(cfg, bench, encoder, cache) -> dict:
@@ -212,7 +250,7 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
     labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
     confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
     k = min(LIST_K, bench.size)
-    texts, emb, ranker, common = prepare(bench, encoder, cache)
+    texts, emb, (ranker, text_ranker), common = prepare(bench, encoder, cache)
     rankings, cost = {}, {}
 
     def timed(name, fn):
@@ -222,13 +260,15 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
         cost[name] = round(time.perf_counter() - t, 3)
 
     baseline_rows(cfg, bench, texts, emb, k, timed)
-    ranker_rows(cfg, bench, ranker, k, timed)
+    ranker_rows(cfg, bench, ranker, k, timed, text_ranker)
     rows = {}
-    for name, ids in rankings.items():
+    for name in (n for n in ROWS if n in rankings):
+        ids = rankings[name]
         rows[name] = summary(list_metrics(ids, bench.queries.gold, confirm))
         if confirm is None:
             rows[name]["rvr@5"] = NOT_LABELLED
     return {"rows": rows, "cost_s": cost, "common_cost_s": common,
+            "sensitivity": sensitivity(cfg, bench, ranker, k, confirm),
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
@@ -279,7 +319,7 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
         "rows": ev["rows"], "row_descriptions": {name: text for name, (text, _) in ROWS.items()},
         "rank_default": rank_default_row(cfg),
         "not_run": NOT_RUN, "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
-        "risk_labels": ev["risk_labels"],
+        "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"],
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
         "timings": log.timings, "run_key": run_key, "config": cfg.to_dict(),
         "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -303,9 +343,9 @@ def table_text(results: dict) -> str:
     cols = (*METRICS, "rvr@5")
     lines = [f"LiveMCPBench ({results['data']['tasks_evaluated']} tasks, {results['data']['tools']} tools, "
              f"{results['data']['servers']} servers), zero-shot",
-             f"{'row':24s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'cost s':>8s}"]
+             f"{'row':30s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'cost s':>8s}"]
     for name, row in results["rows"].items():
-        lines.append(f"{name:24s} " + " ".join(f"{_cell(row, c):>12s}" for c in cols)
+        lines.append(f"{name:30s} " + " ".join(f"{_cell(row, c):>12s}" for c in cols)
                      + f" {results['cost_s'][name]:8.1f}")
     return "\n".join(lines)
 
@@ -337,6 +377,13 @@ def tables_md(results: dict) -> str:
     else:
         out.append(f"RVR@5 from the labelled corpus: {lab['tools_covered']} of {lab['tools']} tools labelled, "
                    f"{lab['must_confirm']} must be confirmed ({lab['rule']}). Caveat: {lab['caveat']}.")
+    out += ["", f"The rank default (`{results['rank_default']}`) over λ and α (no choice is made on these tasks; "
+            "shown for sensitivity):", "", "| λ | α | NDCG@5 | Recall@5 | Recall@10 | complete@10 | RVR@5 |",
+            "|---|---|---|---|---|---|---|"]
+    for r in results["sensitivity"]:
+        rvr = r["rvr@5"] if isinstance(r["rvr@5"], str) else f"{r['rvr@5']:.3f}"
+        out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@5']:.3f} | "
+                   f"{r['recall@10']:.3f} | {r['complete@10']:.3f} | {rvr} |")
     out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
     out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
     out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
