@@ -88,11 +88,17 @@ def confirmation_resolver(gateway):
 def progress_relay(ctx):
     """An async (progress, total, message) callback that passes a downstream server's progress notifications
     on to the client (the SDK sends them only when the client's request asked for progress)."""
-    if ctx is None:
+    report = getattr(ctx, "report_progress", None)
+    if report is None:
         return None
 
     async def relay(progress, total=None, message=None):
-        await ctx.report_progress(progress, total, message)
+        try:
+            await report(progress, total, message)
+        except Exception as e:  # noqa: BLE001 - a client gone away must not fail the downstream call
+            from riskrank_jax.serve.downstream import log
+
+            log(f"could not pass a progress notification on to the client ({type(e).__name__}: {e})")
 
     return relay
 
