@@ -5,7 +5,6 @@ hashed bag-of-words encoder."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import zlib
 from pathlib import Path
@@ -266,3 +265,27 @@ def test_the_sweep_rows_on_the_fixture(bench, tmp_path, monkeypatch):
     again = livemcp.run_livemcpbench(cfg, tmp_path / "out2", bench=bench, encoder=BowEncoder(),
                                      report_to=lambda s: None)
     assert again["rows"] == res["rows"]  # deterministic
+
+
+@pytest.mark.realdata
+def test_the_committed_livemcpbench_results_are_reproduced(tmp_path):
+    """A rerun of the sweep on the real files gives the committed rows (within the cross-machine tolerance)."""
+    from riskrank_jax.experiments import livemcp
+    from riskrank_jax.experiments.config import default_config, with_overrides
+    from riskrank_jax.paths import REFERENCE_RESULTS_DIR, resolve_data_dir
+
+    try:
+        root = resolve_data_dir() / "livemcpbench"
+    except DataError:
+        root = None
+    if root is None or not root.is_dir():
+        pytest.skip("LiveMCPBench not found: set RISKRANK_DATA to a directory holding livemcpbench/")
+    committed = json.loads((REFERENCE_RESULTS_DIR / "livemcpbench" / "results.json").read_text())
+    cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": committed["config"]["mcp"]["risk_labels"]})
+    res = livemcp.run_livemcpbench(cfg, tmp_path, report_to=lambda s: None)
+    assert list(res["rows"]) == list(committed["rows"])
+    for name, row in committed["rows"].items():
+        for metric, value in row.items():
+            got = res["rows"][name][metric]
+            assert got == value if isinstance(value, str) else abs(got - value) <= 0.005, (name, metric, got, value)
+    assert committed["rows"]["ranker_server"]["ndcg@5"] > committed["rows"]["ranker"]["ndcg@5"] + 0.03
