@@ -120,7 +120,7 @@ def test_model_learns_separable_dimensions_deterministically():
 
 def test_model_file_round_trip_and_encoder_check(tmp_path):
     x, y = _toy(20)
-    params, _ = mcp_risk.train(np.concatenate([x, np.zeros((20, 12), np.float32)], 1), y,
+    params, _ = mcp_risk.train(np.concatenate([x, np.zeros((20, 15), np.float32)], 1), y,
                                mcp_risk.RiskModelConfig(hidden=4, steps=5, seeds=(0,)))
     m = mcp_risk.RiskModel(params, "enc-a", {"fingerprint": "abc", "servers": 2, "tools": 20},
                            thresholds={"flag_threshold": 0.3, "destructive_threshold": 0.1})
@@ -160,12 +160,15 @@ def test_thresholds_are_chosen_for_recall_first():
     tools = [{"name": f"t{i}", "description": "Tool", "inputSchema": {}} for i in range(4)]
     reg = load_registry([("s", {"tools": tools})])
     probs = np.zeros((4, 7), np.float32)
-    probs[:, 1] = [0.02, 0.08, 0.12, 0.6]  # P(destructive); t3 is the destructive one, t2 is a read
+    probs[:, 0] = probs[:, 1] = [0.02, 0.08, 0.12, 0.6]  # P(writes), P(destructive): t3 destroys, t2 reads
     mutation = np.array([0, 0, 0, 2])
     flags = np.zeros((4, 5), bool)
-    ch = choose_thresholds(reg, probs, mutation, flags, DimensionPolicy(learned_clears="reversible"))
+    ch = choose_thresholds(reg, probs, mutation, flags, DimensionPolicy(learned_clears="reads"))
     assert ch["recall"] == 1.0 and ch["reads_allowed"] == 1.0
-    assert 0.12 < ch["destructive_threshold"] <= 0.6
+    assert 0.12 < ch["read_threshold"] <= 0.6 and ch["destructive_threshold"] == 0.0
+    probs[3, 0] = probs[3, 1] = 0.15  # the destructive tool now sits among the reads: keeping it costs t2
+    ch = choose_thresholds(reg, probs, mutation, flags, DimensionPolicy(learned_clears="reads"))
+    assert ch["recall"] == 1.0 and ch["reads_allowed"] == pytest.approx(2 / 3) and ch["read_threshold"] == 0.1
 
 
 def test_shipped_model_records_its_corpus():

@@ -35,7 +35,7 @@ from riskrank_jax.registry.dimensions import DimensionPolicy, must_confirm  # no
 CORPUS = ROOT / "experiments" / "mcp_risk" / "corpus"
 OUT = ROOT / "experiments" / "results" / "mcp_risk"
 ROW_NOTES = {
-    "riskrank": "shipped rule: dimensions from the learned model (clears reversible tools), keywords, annotations "
+    "riskrank": "shipped rule: dimensions from the learned model (may clear reads and local reversible writes), keywords, annotations "
                 "under the specification's defaults",
     "riskrank_reads_only": "the same, but the model may only clear tools that only read",
     "model_alone": "the learned model's dimensions at 0.5, no specification defaults",

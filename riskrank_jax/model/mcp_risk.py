@@ -2,7 +2,7 @@
 
     probs = model.probs(emb, texts)     # float32 [N, 7] in MODEL_OUTPUTS order (registry.dimensions)
 
-An MLP over [the encoder's embedding of tool_text (d), the dimension keyword features (12)]: one hidden ReLU
+An MLP over [the encoder's embedding of tool_text (d), the dimension keyword features (15)]: one hidden ReLU
 layer, seven sigmoid outputs, trained by binary cross-entropy on a labelled corpus of real MCP tools
 (experiments/mcp_risk/corpus, docs/risk_rubric.md), full batch, Adam, an ensemble of ``seeds`` members whose
 probabilities are averaged. Deterministic: the same corpus, encoder and config give the same file.
@@ -28,7 +28,7 @@ import numpy as np
 
 from riskrank_jax.errors import RiskHeadError
 from riskrank_jax.model.risk_head import TEXT_VERSION
-from riskrank_jax.registry.dimensions import FLAGS, MODEL_OUTPUTS, MUTATIONS, keyword_features
+from riskrank_jax.registry.dimensions import FLAGS, MODEL_OUTPUTS, MUTATIONS, N_KEYWORD_FEATURES, keyword_features
 
 MODEL_FORMAT = "riskrank-mcp-risk-v1"
 DEFAULT_MODEL_FILE = "mcp_risk_model.npz"
@@ -41,9 +41,9 @@ class RiskModelConfig:
     the positive examples of each output (rare flags such as money weigh more)."""
 
     hidden: int = 64
-    steps: int = 400
+    steps: int = 800
     lr: float = 3e-3
-    weight_decay: float = 1e-3
+    weight_decay: float = 1e-2
     seeds: tuple[int, ...] = (0, 1, 2)
     pos_weight: float = 2.0
 
@@ -56,7 +56,7 @@ def labels_to_targets(mutation, flags) -> np.ndarray:
 
 
 def features(emb, texts) -> np.ndarray:
-    """float32 [N, d + 12]: embeddings [N, d] beside the keyword features of the texts."""
+    """float32 [N, d + 15]: embeddings [N, d] beside the keyword features of the texts."""
     emb = np.asarray(emb, np.float32)
     if emb.ndim != 2 or emb.shape[0] != len(texts):
         raise RiskHeadError(f"need embeddings [N, d] for N texts; got {emb.shape} for {len(texts)} texts")
@@ -158,7 +158,7 @@ class RiskModel:
 
     @property
     def dim(self) -> int:
-        return int(self.params["W1"].shape[1]) - 2 * 6
+        return int(self.params["W1"].shape[1]) - N_KEYWORD_FEATURES
 
     def check_encoder(self, encoder_id: str, dim: int) -> None:
         if encoder_id != self.encoder_id or dim != self.dim or self.text_version != TEXT_VERSION:

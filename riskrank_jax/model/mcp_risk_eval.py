@@ -19,9 +19,9 @@ import numpy as np
 from riskrank_jax.registry.dimensions import FLAGS, DimensionPolicy, assess_dimensions, must_confirm
 
 TARGET_RECALL = 0.97
-READ_GRID = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
-DESTRUCTIVE_GRID = (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
-FLAG_GRID = (0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+READ_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+DESTRUCTIVE_GRID = (0.0, 0.01, 0.02, 0.05, 0.1)
+FLAG_GRID = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
 def gate_metrics(allowed, must) -> dict:
@@ -74,11 +74,9 @@ def choose_thresholds(registry, probs, mutation, flags, base: DimensionPolicy = 
     import dataclasses
 
     must = must_confirm(mutation, flags)
-    if base.learned_clears == "reads":
-        grid = [{"read_threshold": r, "flag_threshold": f} for r, f in itertools.product(READ_GRID, FLAG_GRID)]
-    else:
-        grid = [{"destructive_threshold": d, "flag_threshold": f}
-                for d, f in itertools.product(DESTRUCTIVE_GRID, FLAG_GRID)]
+    grid = [{"read_threshold": r, "flag_threshold": f, "destructive_threshold": d}
+            for r, f, d in itertools.product(READ_GRID, FLAG_GRID,
+                                             (0.0,) if base.learned_clears == "reads" else DESTRUCTIVE_GRID)]
     best, best_key = None, None
     for g in grid:
         pol = dataclasses.replace(base, **g)

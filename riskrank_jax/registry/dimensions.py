@@ -17,9 +17,9 @@ Where each value comes from, in order (a later step only raises):
    untrusted server the specification's defaults hold — presumed not read-only, destructive and open-world
    (source "spec default: unannotated", or "spec default: untrusted readOnlyHint" when the server claims
    read-only) — and only the learned model's confident judgement brings it below the ask threshold (source
-   "learned"): that it only reads, or (``DimensionPolicy.learned_clears = "reversible"``, the default) that it
-   neither destroys nor is a public sink, secret source, execution or money tool, when it is a read or a local
-   reversible write by P(writes). An explicit
+   "learned"): that it only reads (P(writes) < ``read_threshold``), or, with ``learned_clears = "reversible"``,
+   that it neither destroys nor is a public sink, secret source, execution or money tool (each probability
+   below ``destructive_threshold``: a local reversible write). An explicit
    ``readOnlyHint: false`` is evidence of a write: no learned judgement makes it read. Tools of formats without
    annotations (OpenAI, Anthropic, plain) take the model's judgement at 0.5 (read / local_write / destructive),
    and local_write without a model. ``destructiveHint: true`` and the "destructive" keywords raise it to
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -69,8 +70,8 @@ DIMENSION_KEYWORDS: dict[str, tuple[str, ...]] = {
         "revoke ... token|key|access|permission|invitation|certificate",
     ),
     "public_sink": (
-        "=push|merge|publish|deploy|tweet|retweet|broadcast",
-        "^post|send|share|comment|reply|forward|invite|notify|announce",
+        "^push|merge|publish|deploy|tweet|retweet|broadcast|post|send|share|comment|reply|forward|invite|notify|"
+        "announce",
         ("send|post|forward|share ... email|e-mail|mail|message|sms|dm|invite|invitation|notification|reply|"
          "comment|tweet|newsletter"),
         ("create|open|submit|add|leave|write|file ... comment|issue|pull request|pr|tweet|review|release|gist|"
@@ -80,8 +81,10 @@ DIMENSION_KEYWORDS: dict[str, tuple[str, ...]] = {
     "secret_source": (
         ("get|read|list|print|show|return|retrieve|fetch|dump|reveal|export|display|view|generate|create|issue|"
          "decrypt ... environment variable|env|env var|secret|credential|password|token|api key|access key|"
-         "private key|ssh key|connection string|session cookie|kubeconfig"),
-        "environment variables|env vars|connection string|private key|secret value",
+         "private key|ssh key|connection string|session cookie|kubeconfig|variable|connection info|connection "
+         "information|connection details"),
+        ("environment variables|env vars|connection string|private key|secret value|ci cd variables|"
+         "pre authenticated|presigned url"),
     ),
     "untrusted_content": (
         "web page|webpage|website|html|web search|search results|scrape|crawl|browse|rss",
@@ -102,10 +105,10 @@ _CODE_PARAMS = ("code", "script", "source", "source_code", "python_code", "progr
 class DimensionPolicy:
     """How evidence sets the dimensions (module docstring). trusted_sources: sources (MCP servers) whose
     annotations are trusted (all with trust_annotations); flag_threshold: a flag is set at this probability.
-    learned_clears: what the learned model may clear an untrusted MCP tool to — "reads" (P(writes) below
-    read_threshold: read), or "reversible" (P(destructive) below destructive_threshold and every must-confirm
-    flag below flag_threshold: read or local_write by P(writes) at 0.5). The shipped model's file holds the
-    thresholds chosen on the corpus (experiments/mcp_risk)."""
+    learned_clears: what the learned model may clear an untrusted MCP tool to — "reads": read when P(writes) is
+    below read_threshold; "reversible": also local_write when P(destructive) and every must-confirm flag's
+    probability are below destructive_threshold. The shipped model's file holds the thresholds chosen on the
+    corpus (experiments/mcp_risk)."""
 
     trust_annotations: bool = False
     trusted_sources: tuple[str, ...] = ()
@@ -198,6 +201,10 @@ def head_text(text: str) -> str:
     return text.split(" Parameters: ", 1)[0]
 
 
+# nouns that read like the public-sink verbs: "Get a merge request", "List push notifications"
+_SINK_NOUNS = re.compile(r"\b(?:merge|pull|push|post) +(?:requests?|notifications?|rules?|events?|mirrors?)\b")
+
+
 def keyword_hits(texts) -> list[dict[str, str]]:
     """Per text: {dimension: the first words matched} for the DIMENSION_KEYWORDS that match its name and
     description (tool_text's " Parameters: " part is ignored)."""
@@ -207,26 +214,59 @@ def keyword_hits(texts) -> list[dict[str, str]]:
     for t in texts:
         every, _ = _clause_lines(head_text(t))
         hits = {}
+        nouns = _SINK_NOUNS.sub("noun", every)
         for (d, _), (anywhere, opens) in zip(table, regexes):
-            m = (anywhere.search(every) if anywhere is not None else None) or (
-                opens.search(every) if opens is not None else None)
+            text = nouns if d == "public_sink" else every
+            m = (anywhere.search(text) if anywhere is not None else None) or (
+                opens.search(text) if opens is not None else None)
             if m is not None:
                 hits[d] = " ".join(m.group(0).split())
         out.append(hits)
     return out
 
 
+@lru_cache(maxsize=16)
+def _cached_hits(texts: tuple[str, ...]) -> tuple[dict[str, str], ...]:
+    """keyword_hits of the same texts, computed once (threshold searches assess one registry many times)."""
+    return tuple(keyword_hits(texts))
+
+
+READ_VERBS = frozenset(
+    "get list search read fetch find show view describe lookup look query check count retrieve browse inspect "
+    "explore scan analyze analyse summarize summarise preview validate ping status info stat stats calculate "
+    "compare estimate lint diff log logs history print fetch resolve whoami".split())
+WRITE_VERBS = frozenset(
+    "create add update set put edit modify write insert upsert patch rename move copy upload save append prepend "
+    "apply format style replace toggle enable disable start stop restart run execute exec trigger schedule assign "
+    "archive close open reopen unresolve approve reject submit send post publish push merge deploy delete remove "
+    "drop clear purge destroy cancel revoke kill terminate reset transfer pay buy sell invite share subscribe "
+    "unsubscribe mark import sync install uninstall generate convert commit tag label lock unlock grant".split())
+N_KEYWORD_FEATURES = 2 * len(DIMENSION_KEYWORDS) + 3
+
+
+def _name_words(text: str) -> list[str]:
+    """The words of a tool_text's name (before the first ':')."""
+    return re.findall(r"[a-z]+", text.split(":", 1)[0].lower())
+
+
 def keyword_features(texts) -> np.ndarray:
-    """float32 [N, 12]: per dimension keyword table (6, DIMENSION_KEYWORDS order), 1 when it matches the name
-    and description, and 1 when it matches the parameters only (6) — the learned model's keyword inputs."""
-    heads = keyword_hits(texts)
+    """float32 [N, 15]: per dimension keyword table (6, DIMENSION_KEYWORDS order), 1 when it matches the name
+    and description, and 1 when it matches the parameters only (6); then whether the name's first word is a
+    reading verb, a writing verb, and whether any word of the name is a writing verb (3) — the learned model's
+    keyword inputs."""
+    heads = _cached_hits(tuple(texts))
     params = keyword_hits([t.split(" Parameters: ", 1)[1] if " Parameters: " in t else "" for t in texts])
     names = tuple(DIMENSION_KEYWORDS)
-    out = np.zeros((len(texts), 2 * len(names)), np.float32)
+    out = np.zeros((len(texts), N_KEYWORD_FEATURES), np.float32)
     for i, (h, p) in enumerate(zip(heads, params)):
         for j, d in enumerate(names):
             out[i, j] = d in h
             out[i, len(names) + j] = d in p and d not in h
+        words = _name_words(texts[i])
+        k = 2 * len(names)
+        out[i, k] = bool(words) and words[0] in READ_VERBS
+        out[i, k + 1] = bool(words) and words[0] in WRITE_VERBS
+        out[i, k + 2] = any(w in WRITE_VERBS for w in words)
     return out
 
 
@@ -268,11 +308,11 @@ def _mutation(tool, probs, trusted: bool, policy: DimensionPolicy) -> tuple[int,
         if "readOnlyHint" in a.declared and not a.read_only:
             return 2, "mcp:readOnlyHint=false" + ("" if "destructiveHint" in a.declared else
                                                   ", spec default: destructiveHint")
-        if p_writes is not None and policy.learned_clears == "reads" and p_writes < policy.read_threshold:
+        if p_writes is not None and max(p_writes, p_destr) < policy.read_threshold:
             return 0, "learned"
-        if (p_writes is not None and policy.learned_clears == "reversible" and p_destr < policy.destructive_threshold
-                and float(np.max(probs[[MODEL_OUTPUTS.index(f) for f in _CLEAR_FLAGS]])) < policy.flag_threshold):
-            return (0 if p_writes < 0.5 else 1), "learned"
+        if (p_writes is not None and policy.learned_clears == "reversible" and max(
+                p_destr, *(float(probs[MODEL_OUTPUTS.index(f)]) for f in _CLEAR_FLAGS)) < policy.destructive_threshold):
+            return 1, "learned"
         return 2, ("spec default: untrusted readOnlyHint" if a.declared_true("readOnlyHint")
                    else "spec default: unannotated")
     # no annotations to go by (other formats), or a trusted server that sent no mutation hint
@@ -295,7 +335,7 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
     p = np.full((n, len(MODEL_OUTPUTS)), np.nan, np.float32) if probs is None else np.asarray(probs, np.float32)
     if p.shape != (n, len(MODEL_OUTPUTS)):
         raise ValueError(f"probs must be [{n}, {len(MODEL_OUTPUTS)}], got {p.shape}")
-    hits = keyword_hits(registry.texts)
+    hits = _cached_hits(tuple(registry.texts))
     mutation = np.zeros(n, np.int8)
     flags = np.zeros((n, len(FLAGS)), bool)
     sources, rules = [], []
@@ -345,5 +385,5 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
 
 __all__ = ["MUTATIONS", "FLAGS", "DIMENSIONS", "DIMENSION_NAMES", "MUST_CONFIRM", "MODEL_OUTPUTS",
            "DIMENSION_KEYWORDS", "DimensionPolicy", "DimensionAssessment", "assess_dimensions",
-           "level_from_dimensions", "must_confirm", "keyword_hits", "keyword_features", "argument_rule",
+           "level_from_dimensions", "must_confirm", "keyword_hits", "keyword_features", "N_KEYWORD_FEATURES", "argument_rule",
            "describe", "head_text", "assessment_to_risk"]
