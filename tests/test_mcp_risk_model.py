@@ -166,9 +166,9 @@ def test_thresholds_are_chosen_for_recall_first():
     ch = choose_thresholds(reg, probs, mutation, flags, DimensionPolicy(learned_clears="reads"))
     assert ch["recall"] == 1.0 and ch["reads_allowed"] == 1.0
     assert 0.12 < ch["read_threshold"] <= 0.6 and ch["destructive_threshold"] == 0.0
-    probs[3, 0] = probs[3, 1] = 0.15  # the destructive tool now sits among the reads: keeping it costs t2
+    probs[2, :2], probs[3, :2] = 0.35, 0.25  # the destructive tool now sits among the reads: keeping it costs t2
     ch = choose_thresholds(reg, probs, mutation, flags, DimensionPolicy(learned_clears="reads"))
-    assert ch["recall"] == 1.0 and ch["reads_allowed"] == pytest.approx(2 / 3) and ch["read_threshold"] == 0.1
+    assert ch["recall"] == 1.0 and ch["reads_allowed"] == pytest.approx(2 / 3) and ch["read_threshold"] == 0.2
 
 
 def test_shipped_model_records_its_corpus():
