@@ -289,3 +289,21 @@ def test_the_committed_livemcpbench_results_are_reproduced(tmp_path):
             got = res["rows"][name][metric]
             assert got == value if isinstance(value, str) else abs(got - value) <= 0.005, (name, metric, got, value)
     assert committed["rows"]["ranker_server"]["ndcg@5"] > committed["rows"]["ranker"]["ndcg@5"] + 0.03
+
+
+def test_rank_command_turns_the_stages_on_and_off(bench, tmp_path):
+    from conftest import cli_invoker
+
+    files = []
+    for key, doc in bench.documents:
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(doc))
+        files.append(str(path))
+    run = cli_invoker(str(tmp_path / "cache"))
+    q = "Get the weather in Paris, save it as a Word document and convert it to PDF"
+    default = json.loads(run("rank", *files, "--query", q, "--json").output)
+    assert default["config"]["server_context"] is True and default["config"]["multi_step"] is False
+    both = json.loads(run("rank", *files, "--query", q, "--json", "--multi-step", "--no-server-context").output)
+    assert both["config"]["server_context"] is False and both["config"]["multi_step"] is True
+    names = [h["name"] for h in both["results"][0]["hits"]]
+    assert "get_weather" in names and "convert_to_pdf" in names

@@ -86,12 +86,18 @@ def _hits_text(query: str, hits) -> str:
 @click.option("--explain", is_flag=True,
               help="Show how each stage moved each returned tool, and the risky tools held back.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--multi-step/--no-multi-step", default=None,
+              help="Split each request into its steps (clauses, enumerations, file paths) and rank for the steps "
+                   "too, so a request that needs several tools gets all of them. Default: off.")
+@click.option("--server-context/--no-server-context", default=None,
+              help="Use each tool's server (its source) as evidence: a tool of a server that matches the request, "
+                   "or whose other tools do, ranks higher. Default: on (one source: no effect).")
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
 @encoder_option
-def rank_command(files, query_texts, queries_file, k, lam, min_score, model, explain, as_json, trust_annotations,
-                 risk_head, cache_dir, encoder):
+def rank_command(files, query_texts, queries_file, k, lam, min_score, model, explain, as_json, multi_step,
+                 server_context, trust_annotations, risk_head, cache_dir, encoder):
     """Rank the tools of FILE... (MCP tools/list, OpenAI, Anthropic, plain JSON/JSONL, BEIR) for requests:
     the top k with relevance, risk level and final score.
 
@@ -104,15 +110,18 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
 
     queries = _gather_queries(query_texts, queries_file)
     ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
-    if lam is not None:
-        ranker = ranker.with_config(dataclasses.replace(ranker.config, lam=lam))
+    stages = {"lam": lam, "multi_step": multi_step, "server_context": server_context}
+    if any(v is not None for v in stages.values()):
+        ranker = ranker.with_config(dataclasses.replace(ranker.config,
+                                                        **{n: v for n, v in stages.items() if v is not None}))
     k = min(k, ranker.size)
     hits = ranker.rank_queries(queries, k=k, min_score=min_score)
     reports = [explain_query(ranker, q, k) for q in queries] if explain else [None] * len(queries)
     if as_json:
         c = ranker.config
         out = {"config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "k": k,
-                          "head": ranker.params is not None, "rule_filter": c.rule_filter},
+                          "head": ranker.params is not None, "rule_filter": c.rule_filter,
+                          "multi_step": c.multi_step, "server_context": c.server_context},
                "results": [{"query": q, "hits": [h.as_dict() for h in hs], **({"explain": r} if r else {})}
                            for q, hs, r in zip(queries, hits, reports)]}
         click.echo(json.dumps(out))
