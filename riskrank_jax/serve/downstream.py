@@ -106,28 +106,7 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
         if name in seen:
             problem(name, "duplicate name: the server lists it more than once", "skipped; the first one is kept")
             continue
-        t = dict(t)
-        schema = t.get("inputSchema")
-        if schema is None:
-            problem(name, "no inputSchema", 'repaired: {"type": "object"} (no declared arguments)')
-            t["inputSchema"] = {"type": "object"}
-        elif isinstance(schema, dict) and "type" not in schema:
-            problem(name, 'inputSchema has no "type": "object"', 'repaired: "type": "object" added')
-            t["inputSchema"] = {"type": "object", **schema}
-        else:
-            what = _unreadable(schema)
-            if what is not None:
-                problem(name, what, "listed, not callable")
-                not_callable[name] = f"its input schema cannot be read ({what})"
-                t["inputSchema"] = {"type": "object"}
-        desc = t.get("description")
-        if desc is not None and not isinstance(desc, str):
-            problem(name, f"description is a JSON {type(desc).__name__}, not a string", "description left out")
-            t.pop("description")
-        elif isinstance(desc, str) and len(desc) > limits.max_description_chars:
-            problem(name, f"description of {len(desc):,} characters",
-                    f"cut to the first {limits.max_description_chars:,} (limits.max_description_chars)")
-            t["description"] = desc[:limits.max_description_chars]
+        t = _repaired(name, t, limits, problem, not_callable)
         try:
             tool = types.Tool.model_validate(t, by_name=False)
         except ValidationError as e:
@@ -145,6 +124,32 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
             not_callable.pop(t["name"], None)
         kept = kept[:limits.max_tools_per_server]
     return kept, problems, not_callable
+
+
+def _repaired(name: str, t: dict, limits: Limits, problem, not_callable: dict) -> dict:
+    """A copy of tool ``t`` with its input schema repaired (or replaced, leaving the tool not callable) and
+    its description fixed or cut; each change reported through ``problem(name, what, action)``."""
+    t = dict(t)
+    schema = t.get("inputSchema")
+    if schema is None:
+        problem(name, "no inputSchema", 'repaired: {"type": "object"} (no declared arguments)')
+        t["inputSchema"] = {"type": "object"}
+    elif isinstance(schema, dict) and "type" not in schema:
+        problem(name, 'inputSchema has no "type": "object"', 'repaired: "type": "object" added')
+        t["inputSchema"] = {"type": "object", **schema}
+    elif (what := _unreadable(schema)) is not None:
+        problem(name, what, "listed, not callable")
+        not_callable[name] = f"its input schema cannot be read ({what})"
+        t["inputSchema"] = {"type": "object"}
+    desc = t.get("description")
+    if desc is not None and not isinstance(desc, str):
+        problem(name, f"description is a JSON {type(desc).__name__}, not a string", "description left out")
+        t.pop("description")
+    elif isinstance(desc, str) and len(desc) > limits.max_description_chars:
+        problem(name, f"description of {len(desc):,} characters",
+                f"cut to the first {limits.max_description_chars:,} (limits.max_description_chars)")
+        t["description"] = desc[:limits.max_description_chars]
+    return t
 
 
 def _unreadable(schema) -> str | None:
