@@ -103,6 +103,27 @@ def test_the_good_server_serves_while_the_others_misbehave(bad):
     assert top["name"] == "world_clock" and top["call"] == "allowed"
 
 
+def test_concurrent_searches_are_all_answered_while_servers_misbehave(bad):
+    queries = [f"tide times for harbour {i}" if i % 2 else f"phase of the moon on day {i}" for i in range(30)]
+
+    async def many():
+        out = [None] * len(queries)
+
+        async def one(i):
+            out[i] = await bad.client.call_tool("search_tools", {"query": queries[i], "k": 3})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(queries)):
+                tg.start_soon(one, i)
+        return out
+
+    results = bad.portal.call(many)
+    assert [r.structured_content["query"] for r in results] == queries
+    assert {r.structured_content["tools"][0]["name"] for r in results} == {"tide_times", "moon_phase"}
+    s, _ = bad.servers()
+    assert s["loop"]["list_changed"] > 100 and s["loop"]["state"] == "up"
+
+
 def test_invalid_tools_are_named_valid_ones_kept_and_repaired_ones_callable(bad):
     s, text = bad.servers()
     problems = {p["tool"]: p for p in s["lenient"]["tool_problems"]}
