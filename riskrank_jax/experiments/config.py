@@ -76,7 +76,8 @@ class McpConfig:
     TOP_SERVERS = 5, TOP_TOOLS = 3); the weights of the Ranker's request stages in its rows (server_weight,
     sibling_weight, step_weight: ``rank.ranker.RankConfig``); risk_labels: the labelled tool corpus, relative to
     the repository root ("" = none: RVR@5 is then "not labelled"); lambdas × alphas: the grid of the sensitivity
-    table of the rank default's row."""
+    table of the rank default's row; cv_folds: the folds over tasks of the one row that chooses its weights on
+    the tasks (``ranker_server_steps_cv``)."""
 
     top_servers: int = 5
     top_tools: int = 3
@@ -86,6 +87,7 @@ class McpConfig:
     risk_labels: str = "experiments/mcp_risk/corpus/labels.jsonl"
     lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
     alphas: tuple[float, ...] = (0.0, 0.2)
+    cv_folds: int = 5
 
 
 @dataclass(frozen=True)

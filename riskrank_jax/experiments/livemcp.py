@@ -72,7 +72,11 @@ ROWS = {
                            {"server_context": True}),
     "ranker_server_text_steps": ("+ server context + multi-step, each tool's text with its server's",
                                  {"server_context": True, "multi_step": True}),
+    "ranker_server_steps_cv": ("+ server context + multi-step, the three stage weights chosen on the other "
+                               "tasks (5 folds over tasks; the only row that learns from the tasks)", None),
 }
+# the (server_weight, sibling_weight, step_weight) grid of ranker_server_steps_cv
+CV_GRID = tuple((s, b, g) for s in (0.25, 0.5, 1.0) for b in (0.0, 0.5) for g in (0.0, 0.3, 0.6))
 # rows ranked by the Ranker over tool texts that end with their server's name and description
 SERVER_TEXT_ROWS = ("ranker_server_text", "ranker_server_text_steps")
 # rows that take a model trained on another benchmark: not run here, and why
@@ -244,6 +248,30 @@ def sensitivity(cfg, bench, ranker, k: int, confirm) -> list[dict]:
     return out
 
 
+def cv_row(cfg, bench, ranker, k: int) -> tuple[np.ndarray, list[dict]]:
+    """(int32 [Q, k] rankings, the weights chosen per fold) of ``ranker_server_steps_cv``: every task is ranked with
+    the ``CV_GRID`` weights whose mean NDCG@5 is highest on the tasks of the other folds (ties: the first in grid
+    order); folds from ``data.ultratool.fold_assignment`` (fixed seed) over the tasks."""
+    from riskrank_jax.data.ultratool import fold_assignment
+
+    queries, gold = list(bench.queries.texts), bench.queries.gold
+    ids, ndcg = [], []
+    for s, b, g in CV_GRID:
+        change = {"server_context": True, "multi_step": g > 0, "server_weight": s, "sibling_weight": b,
+                  "step_weight": g}
+        r, _ = ranker_rankings(ranker, queries, row_config(cfg, change), k)
+        ids.append(r)
+        ndcg.append(np.asarray(metrics.ndcg_at_k(jnp.asarray(r), jnp.asarray(gold), k=5)))
+    ids, ndcg = np.stack(ids), np.stack(ndcg)  # [W, Q, k], [W, Q]
+    fold = fold_assignment(len(queries), cfg.mcp.cv_folds)
+    out, chosen = np.empty_like(ids[0]), []
+    for f in range(cfg.mcp.cv_folds):
+        best = int(np.argmax(np.round(ndcg[:, fold != f].mean(-1), 6)))
+        out[fold == f] = ids[best, fold == f]
+        chosen.append(dict(zip(("server_weight", "sibling_weight", "step_weight"), CV_GRID[best])))
+    return out, chosen
+
+
 def evaluate_rows(cfg, bench, encoder, cache) -> dict:
     """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ...} for every
     row of ``ROWS``."""
@@ -261,6 +289,12 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
 
     baseline_rows(cfg, bench, texts, emb, k, timed)
     ranker_rows(cfg, bench, ranker, k, timed, text_ranker)
+    cv = {}
+
+    def run_cv():
+        out, cv["chosen_per_fold"] = cv_row(cfg, bench, ranker, k)
+        return out
+    timed("ranker_server_steps_cv", run_cv)
     rows = {}
     for name in (n for n in ROWS if n in rankings):
         ids = rankings[name]
@@ -269,6 +303,7 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
             rows[name]["rvr@5"] = NOT_LABELLED
     return {"rows": rows, "cost_s": cost, "common_cost_s": common,
             "sensitivity": sensitivity(cfg, bench, ranker, k, confirm),
+            "cv": {"folds": cfg.mcp.cv_folds, "grid": [list(w) for w in CV_GRID], **cv},
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
@@ -319,7 +354,7 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
         "rows": ev["rows"], "row_descriptions": {name: text for name, (text, _) in ROWS.items()},
         "rank_default": rank_default_row(cfg),
         "not_run": NOT_RUN, "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
-        "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"],
+        "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"], "cv": ev["cv"],
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
         "timings": log.timings, "run_key": run_key, "config": cfg.to_dict(),
         "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -384,6 +419,11 @@ def tables_md(results: dict) -> str:
         rvr = r["rvr@5"] if isinstance(r["rvr@5"], str) else f"{r['rvr@5']:.3f}"
         out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@5']:.3f} | "
                    f"{r['recall@10']:.3f} | {r['complete@10']:.3f} | {rvr} |")
+    cv = results["cv"]
+    out += ["", f"`ranker_server_steps_cv`: (server_weight, sibling_weight, step_weight) chosen per fold of "
+            f"{cv['folds']} over the tasks, by NDCG@5 on the other folds' tasks, from {len(cv['grid'])} grid points: "
+            + "; ".join(f"fold {i}: {c['server_weight']:g}, {c['sibling_weight']:g}, {c['step_weight']:g}"
+                        for i, c in enumerate(cv["chosen_per_fold"])) + "."]
     out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
     out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
     out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
