@@ -90,6 +90,8 @@ def bad(tmp_path_factory):
                                                       read_timeout_seconds=300)) as client:
             b = Bad(portal, client, d)
             b.search("warm up")  # waits for the first catalog
+            b.wait(lambda s: all(x["state"] == "up" and sum(x.get("risk_histogram", {}).values()) == x["tools"]
+                                 for n, x in s.items() if n != "hang"), "every server up and in the catalog")
             yield b
 
 

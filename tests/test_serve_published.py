@@ -139,7 +139,8 @@ def test_every_published_server_comes_up_and_stays_up(gateway):
         with anyio.move_on_after(180):
             while True:
                 s = await _servers(c)
-                if all(x["state"] == "up" and x.get("pings", 0) >= 3 for x in s.values()):
+                if all(x["state"] == "up" and x.get("pings", 0) >= 3 and x.get("risk_histogram")
+                       and sum(x["risk_histogram"].values()) == x["tools"] for x in s.values()):
                     return s
                 await anyio.sleep(0.5)
         return await _servers(c)

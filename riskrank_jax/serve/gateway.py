@@ -43,6 +43,7 @@ from riskrank_jax.serve.policy import Decision, Policy, decide
 EXPOSE_MODES = ("search", "filtered")
 MAX_K = 50
 READY_TIMEOUT_S = 60.0
+FIRST_CATALOG_WAIT_S = 10.0  # how long servers still starting may hold back the first catalog once one is up
 WARM_UP_WORDS = (4, 12, 20, 28, 56, 120)  # one request of each compact encoder row length (8, 16, 24, 32, 64, 128)
 
 
@@ -290,13 +291,13 @@ class Gateway:
 
     async def start(self) -> None:
         """Start every downstream server, wait for each first attempt (up or failed), build the first catalog.
-        Runs beside the MCP server, so a client can connect at once; searches wait for the first catalog."""
+        Runs beside the MCP server, so a client can connect at once; searches wait for the first catalog.
+        A server still starting FIRST_CATALOG_WAIT_S after another came up does not hold the others back: the
+        first catalog is built without it, and rebuilt when it comes up."""
         async with anyio.create_task_group() as tg:
             for ds in self.downstreams.values():
                 tg.start_soon(ds.run)
-            with anyio.move_on_after(READY_TIMEOUT_S):
-                for ds in self.downstreams.values():
-                    await ds.ready.wait()
+            await self._first_attempts()
             self._ready.set()
             if any(ds.tools for ds in self.downstreams.values()) or self.config.registries:
                 await self.rebuild()
@@ -304,6 +305,18 @@ class Gateway:
                 down = "; ".join(f"{ds.name}: {ds.error}" for ds in self.downstreams.values())
                 log(f"no downstream server came up ({down}); the catalog stays empty until one does")
             self._first_catalog.set()
+
+    async def _first_attempts(self) -> None:
+        first_up = None
+        with anyio.move_on_after(READY_TIMEOUT_S):
+            while pending := [ds.name for ds in self.downstreams.values() if not ds.ready.is_set()]:
+                if first_up is None and any(ds.state == "up" for ds in self.downstreams.values()):
+                    first_up = anyio.current_time()
+                if first_up is not None and anyio.current_time() - first_up >= FIRST_CATALOG_WAIT_S:
+                    log(f"building the first catalog without {', '.join(map(repr, pending))} (still starting); "
+                        "their tools join it when they come up")
+                    return
+                await anyio.sleep(0.05)
 
     async def wait_catalog(self) -> "Catalog":
         """The current catalog, waiting for the first one to be built (at most READY_TIMEOUT_S)."""
