@@ -6,7 +6,7 @@ Order of the rules (the first that applies decides; `Decision.rule` names it, th
 2. **arguments** ("sql: ...", "shell: ...", "code: ..."): for a tool whose risk lies in one argument
    (`registry.dimensions.argument_rule`), `registry.arguments.judge_arguments` reads this call's argument — one
    read-only SQL statement or one read-only shell command is a read for this call (mutation read, no
-   execution); anything else keeps the tool's dimensions and counts as execution. Steps 3–6 then see the
+   execution); anything else counts as execution and a destructive write for this call. Steps 3–6 then see the
    call's dimensions and level;
 3. **session flow** ("session flow"): once a tool that returns untrusted content has answered in this session,
    a call that is a public sink, destructive or a secret source needs confirmation even when its level alone
@@ -89,7 +89,8 @@ def active_dimensions(row: dict | None) -> tuple[str, ...]:
 
 def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | None]:
     """(the dimension row of this call, the argument rule's verdict or None): a tool with an argument rule whose
-    argument reads is a read for this call; one whose argument does not read counts as execution."""
+    argument reads is a read for this call; one whose argument does not read counts as execution and as a
+    destructive write."""
     from riskrank_jax.registry.arguments import judge_arguments
 
     if not row or not row.get("argument_rule") or not isinstance(arguments, dict):
@@ -101,6 +102,8 @@ def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | Non
         out["execution"] = {"value": False, "source": None}
     else:
         out["execution"] = {"value": True, "source": judged.rule}
+        if out["mutation"]["value"] != "destructive":  # a write the arguments chose: of unknown reach
+            out["mutation"] = {"value": "destructive", "source": judged.rule}
     return out, judged.rule
 
 
