@@ -32,6 +32,10 @@ NPM = {  # package -> version
     "@modelcontextprotocol/server-slack": "2025.4.25",
     "@modelcontextprotocol/server-postgres": "0.6.2",
 }
+# the archived GitLab server installed on its own, as `npx` installs it: its dependencies then resolve zod 4,
+# whose schemas zod-to-json-schema turns into {"$schema": ...} with no "type": "object" (pinned here)
+NPM_ALONE = {"npm-gitlab": {"@modelcontextprotocol/server-gitlab": "2025.4.25", "zod": "4.6.7",
+                            "zod-to-json-schema": "3.25.2"}}
 VENVS = {  # venv -> PyPI pins (each venv resolves its own mcp)
     "py-mcp2": ["mcp-server-git==2026.10.19", "mcp-server-time==2026.10.19", "mcp-server-fetch==2026.10.24"],
     "py-mcp1": ["mcp-server-calculator==0.2.1", "mcp-server-sqlite==2025.4.25"],
@@ -43,7 +47,8 @@ class InstallError(RuntimeError):
 
 
 def _stamp() -> str:
-    return hashlib.sha256(json.dumps([NPM, VENVS, sys.version_info[:2]], sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([NPM, NPM_ALONE, VENVS, sys.version_info[:2]],
+                                     sort_keys=True).encode()).hexdigest()
 
 
 def _run(cmd: list[str], timeout: float) -> None:
@@ -62,6 +67,7 @@ def bins() -> dict[str, Path]:
     out = {n: npm_bin / n for n in ("mcp-inspector", "mcp-server-filesystem", "mcp-server-memory",
                                      "mcp-server-everything", "mcp-server-sequential-thinking", "mcp-server-github",
                                      "mcp-server-gitlab", "mcp-server-slack", "mcp-server-postgres")}
+    out["mcp-server-gitlab-zod4"] = SCRATCH / "npm-gitlab" / "node_modules" / ".bin" / "mcp-server-gitlab"
     for venv, names in (("py-mcp2", ("mcp-server-git", "mcp-server-time", "mcp-server-fetch")),
                         ("py-mcp1", ("mcp-server-calculator", "mcp-server-sqlite"))):
         out.update({n: SCRATCH / venv / "bin" / n for n in names})
@@ -82,6 +88,9 @@ def install() -> dict[str, Path]:
             raise InstallError("npm is not on PATH")
         _run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(SCRATCH / "npm"),
               *[f"{p}@{v}" for p, v in NPM.items()]], timeout=600)
+        for prefix, pins in NPM_ALONE.items():
+            _run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(SCRATCH / prefix),
+                  *[f"{p}@{v}" for p, v in pins.items()]], timeout=600)
         for venv, pins in VENVS.items():
             d = SCRATCH / venv
             if not (d / "bin" / "python").exists():

@@ -1,7 +1,8 @@
 """`riskrank-jax serve` in front of real published MCP servers, driven by the SDK's client and by the published
-MCP Inspector CLI: fourteen connections to thirteen servers from npm and PyPI (the TypeScript SDK's current
+MCP Inspector CLI: fifteen connections to thirteen servers from npm and PyPI (the TypeScript SDK's current
 and archived servers, the Python SDK's high-level and low-level servers on two SDK majors; protocol revisions
-2024-11-05, 2025-11-25 and 2026-07-28; stdio and streamable HTTP; annotated and unannotated), all listed and
+2024-11-05, 2025-11-25 and 2026-07-28; stdio and streamable HTTP; annotated and unannotated; the archived
+GitLab server also as `npx` installs it today, with input schemas that lack "type": "object"), all listed and
 up without a restart, searched, one allowed call reaching its server and one refused call that does not.
 
 The servers are installed by tests/published_servers.py (pinned versions, once per checkout; .ci/run runs it
@@ -29,7 +30,8 @@ import published_servers  # noqa: E402
 EXPECTED = {
     "filesystem": (14, "2025-11-25"), "memory": (9, "2025-11-25"), "everything": (13, "2025-11-25"),
     "everything-http": (13, "2025-11-25"), "thinking": (1, "2025-11-25"),
-    "github": (26, "2024-11-05"), "gitlab": (9, "2024-11-05"), "slack": (8, "2024-11-05"),
+    "github": (26, "2024-11-05"), "gitlab": (9, "2024-11-05"), "gitlab-zod4": (9, "2024-11-05"),
+    "slack": (8, "2024-11-05"),
     "postgres": (1, "2024-11-05"),
     "git": (12, "2026-07-28"), "time": (2, "2026-07-28"), "fetch": (1, "2026-07-28"),
     "calculator": (1, "2025-11-25"), "sqlite": (6, "2025-11-25"),
@@ -85,6 +87,7 @@ def gateway(bins, tmp_path_factory):
         "thinking": {"command": b["mcp-server-sequential-thinking"]},
         "github": {"command": b["mcp-server-github"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "dummy"}},
         "gitlab": {"command": b["mcp-server-gitlab"], "env": {"GITLAB_PERSONAL_ACCESS_TOKEN": "dummy"}},
+        "gitlab-zod4": {"command": b["mcp-server-gitlab-zod4"], "env": {"GITLAB_PERSONAL_ACCESS_TOKEN": "dummy"}},
         "slack": {"command": b["mcp-server-slack"], "env": {"SLACK_BOT_TOKEN": "dummy", "SLACK_TEAM_ID": "T0"}},
         "postgres": {"command": b["mcp-server-postgres"], "args": ["postgresql://127.0.0.1:1/none"]},
         "git": {"command": b["mcp-server-git"], "args": ["--repository", str(repo)]},
@@ -216,6 +219,21 @@ def test_inspector_cli_lists_searches_calls_and_is_refused(bins, gateway):
     assert not (d / "files" / "inspector.txt").exists()
     servers = _inspector(bins, url, "--method", "tools/call", "--tool-name", "list_servers")
     assert {s["name"]: s["state"] for s in servers["structuredContent"]["servers"]} == {n: "up" for n in EXPECTED}
+
+
+def test_gitlab_schemas_without_type_object_are_repaired_not_dropped(bins, gateway):
+    """The archived GitLab server as `npx` installs it today sends {"$schema": ...} input schemas; the SDK's
+    strict listing rejects them, so a client shows no tools at all. The gateway keeps all nine, repaired."""
+    url, _ = gateway
+    s = _sdk(url, _servers)["gitlab-zod4"]
+    assert s["state"] == "up" and s["tools"] == 9 and s["restarts"] == 0
+    assert {(p["problem"], p["action"]) for p in s["tool_problems"]} == {
+        ('inputSchema has no "type": "object"', 'repaired: "type": "object" added')}
+    assert len(s["tool_problems"]) == 9 and "not_callable" not in s
+    p = subprocess.run([str(bins["mcp-inspector"]), "--cli", str(bins["mcp-server-gitlab-zod4"]),
+                        "-e", "GITLAB_PERSONAL_ACCESS_TOKEN=dummy", "--method", "tools/list"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and json.loads(p.stdout[p.stdout.index("{"):]) == {"tools": []}  # the client alone
 
 
 @pytest.mark.slow
