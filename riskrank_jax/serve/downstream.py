@@ -214,6 +214,7 @@ class Downstream:
         self.problems: list[dict] = []
         self.not_callable: dict[str, str] = {}
         self.warnings: list[str] = []
+        self._warned: set[str] = set()
         self.restarts = 0
         self.mode = spec.protocol
         self.protocol: str | None = None
@@ -231,9 +232,11 @@ class Downstream:
         self._last_relist = 0.0
         self._lost = False
 
-    def warn(self, text: str) -> None:
-        """A server-level warning: on stderr once, and in list_servers."""
-        if text not in self.warnings:
+    def warn(self, text: str, kind: str | None = None) -> None:
+        """A server-level warning: on stderr once per kind (default: the text), and in list_servers."""
+        kind = kind or text
+        if kind not in self._warned:
+            self._warned.add(kind)
             self.warnings.append(text)
             log(f"server '{self.name}': {text}")
 
@@ -245,7 +248,7 @@ class Downstream:
         if len(self._recent_changes) == LOOP_COUNT and now - self._recent_changes[0] < LOOP_WINDOW_S:
             self.warn(f"sends notifications/tools/list_changed in a loop ({LOOP_COUNT} in "
                       f"{now - self._recent_changes[0]:.1f} s); re-listing at most every "
-                      f"{self.limits.relist_min_interval_s:g} s")
+                      f"{self.limits.relist_min_interval_s:g} s", kind="list_changed loop")
         self._changed.set()
 
     @asynccontextmanager
