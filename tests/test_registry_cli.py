@@ -23,23 +23,35 @@ def invoke(tmp_path_factory):
 
 
 def test_audit_json_of_the_mcp_example(invoke):
+    """Risk by dimensions (the default since issue 35): every tool that deletes, sends, pays, runs code or reads
+    credentials needs confirmation at the default policy, the reads pass, and each dimension names its source."""
     out = json.loads(invoke("registry", "audit", MCP, "--json").stdout)
     rows = {r["name"]: r for r in out["tools"]}
     assert out["summary"]["tools"] == len(rows) == 37 and out["warnings"] == []
     assert sum(out["summary"]["per_level"].values()) == 37
-    for risky in ("delete_file", "git_delete_branch", "send_payment", "run_command", "git_reset_hard"):
-        assert rows[risky]["risk"] >= 3, rows[risky]
+    assert out["summary"]["per_call"] == {"allowed": 17, "needs confirmation": 20}
+    for gated in ("run_command", "run_python", "create_refund", "send_payment", "get_api_credentials",
+                  "delete_file", "delete_email", "git_reset_hard", "git_delete_branch", "git_push", "send_email",
+                  "forward_all_mail", "kill_process", "write_file"):
+        assert rows[gated]["risk"] >= 4 and rows[gated]["call"] == "needs confirmation", rows[gated]
     for safe in ("read_file", "list_directory", "git_status", "git_log", "web_search", "search_docs",
                  "list_transactions", "get_balance"):
-        assert rows[safe]["risk"] <= 2, rows[safe]
-    for gated in ("run_command", "run_python", "create_refund", "send_payment", "get_api_credentials",
-                  "delete_file", "delete_email", "git_reset_hard"):  # above a gateway's default allow_level 3
-        assert rows[gated]["risk"] >= 4, rows[gated]
-    assert rows["send_email"]["risk"] >= 3 and rows["send_email"]["risk_keywords"] == ["message"]
-    assert rows["kill_process"]["risk_source"] == ["mcp:destructiveHint"] and rows["kill_process"]["risk"] == 4
-    assert rows["run_command"]["categories"] == ["shell"] and rows["run_command"]["risk_keywords"] == ["exec"]
+        assert rows[safe]["risk"] <= 2 and rows[safe]["call"] == "allowed", rows[safe]
+        assert rows[safe]["dimensions"]["mutation"] == {"value": "read", "source": "learned"}, rows[safe]
+    dims = {n: r["dimensions"] for n, r in rows.items()}
+    assert dims["send_payment"]["money"] == {"value": True, "source": "keywords:send payment"}
+    assert dims["send_payment"]["mutation"] == {"value": "destructive", "source": "mcp:destructiveHint=true"}
+    assert dims["kill_process"]["mutation"]["source"] == "mcp:destructiveHint=true"
+    assert dims["write_file"]["mutation"] == {"value": "destructive", "source": "mcp:readOnlyHint=false"}
+    assert dims["git_push"]["public_sink"] == {"value": True, "source": "keywords:push"}
+    assert dims["get_api_credentials"]["secret_source"] == {"value": True, "source": "keywords:get api credentials"}
+    assert dims["run_command"]["execution"]["source"] == "keywords:run command"
+    assert dims["run_command"]["argument_rule"] == "shell:command" and dims["read_file"]["argument_rule"] is None
+    assert rows["run_command"]["categories"] == ["shell"] and "execution" in rows["run_command"]["risk_keywords"]
     assert rows["delete_file"]["annotations"] == ["destructiveHint=true"] and rows["delete_file"]["line"] > 1
-    assert all(0.0 < r["learned"] < 1.0 for r in rows.values())
+    # learned: the model's highest must-confirm probability
+    assert all(0.0 <= r["learned"] <= 1.0 for r in rows.values())
+    assert rows["send_payment"]["learned"] > 0.5 > rows["read_file"]["learned"]
 
 
 def test_audit_csv_and_text_with_merge_and_warnings(invoke):
@@ -68,27 +80,33 @@ def test_trust_annotations_only_lowers(invoke):
 
 
 def test_audit_of_the_risky_example_with_the_shipped_head(invoke):
-    """The registry written to check the gateway's default (allow_level 3): shell, code, money, credentials and
-    deletion above it, e-mail and chat messages at 3, reading and searching at most 2, whatever the head says."""
+    """The registry written to check the gateway's default (allow_level 3): shell, code, money, credentials,
+    deletion and messages to other people above it (each with the dimension that puts it there), reading and
+    searching at most 2, whatever the annotations claim."""
     out = json.loads(invoke("registry", "audit", RISKY, "--json").stdout)
     rows = {r["name"]: r for r in out["tools"]}
-    gated = {"run_shell_command": "exec", "execute_python": "exec", "refund_payment": "money",
-             "transfer_money": "money", "charge_card": "money", "get_vault_secret": "credential",
-             "rotate_api_key": "credential", "delete_file": "delete", "drop_table": "delete",
-             "delete_everything": "delete"}
-    for name, group in gated.items():
-        assert rows[name]["risk"] >= 4 and group in rows[name]["risk_keywords"], rows[name]
-        assert any(s.startswith("keywords:") for s in rows[name]["risk_source"]), rows[name]
-    for name in ("send_email", "post_slack_message"):
-        assert rows[name]["risk"] >= 3 and "message" in rows[name]["risk_keywords"], rows[name]
+    gated = {"run_shell_command": "execution", "execute_python": "execution", "refund_payment": "money",
+             "transfer_money": "money", "charge_card": "money", "get_vault_secret": "secret_source",
+             "send_email": "public_sink", "post_slack_message": "public_sink", "drop_table": "mutation",
+             "delete_everything": "mutation"}
+    for name, dim in gated.items():
+        assert rows[name]["risk"] >= 4 and rows[name]["call"] == "needs confirmation", rows[name]
+        d = rows[name]["dimensions"][dim]
+        assert d["value"] in (True, "destructive") and d["source"].startswith("keywords:"), rows[name]
+    for name in ("rotate_api_key", "delete_file", "write_file"):
+        assert rows[name]["risk"] >= 4 and rows[name]["call"] == "needs confirmation", rows[name]
     for name in ("read_file", "list_files", "search_docs", "get_weather", "web_search", "list_transactions",
                  "get_balance"):
-        assert rows[name]["risk"] <= 2 and rows[name]["risk_keywords"] == [], rows[name]
+        assert rows[name]["risk"] <= 2 and rows[name]["call"] == "allowed", rows[name]
+    # delete_everything claims readOnlyHint: true; an untrusted server's claim lowers nothing
     assert "readOnlyHint=true" in rows["delete_everything"]["annotations"]
-    assert "mcp:readOnlyHint" not in rows["delete_everything"]["risk_source"]
+    assert rows["delete_everything"]["dimensions"]["mutation"] == {"value": "destructive", "source": "keywords:delete"}
+    assert out["summary"]["per_call"] == {"allowed": 7, "needs confirmation": 14}
     text = invoke("registry", "audit", RISKY).stdout.splitlines()
-    assert text[0].split()[:4] == ["risk", "name", "source", "keywords"]
-    assert any(line.split()[:3] == ["4", "refund_payment", "keywords:money"] for line in text), text
+    assert text[0].split()[:5] == ["risk", "name", "call", "source", "keywords"]
+    assert any(line.split()[:6] == ["5", "refund_payment", "needs", "confirmation", "destructive", "(spec"]
+               for line in text), text
+    assert text[-1].endswith("calls: allowed 7, needs confirmation 14")
 
 
 def test_bad_input_exits_1_with_file_and_line(invoke, tmp_path):
