@@ -315,8 +315,11 @@ class Downstream:
             await anyio.sleep(wait)  # notices arriving meanwhile fold into this one listing
         self._changed = anyio.Event()
         self._last_relist = time.monotonic()
-        with anyio.fail_after(self.limits.connect_timeout_s):
+        with anyio.move_on_after(self.limits.connect_timeout_s) as scope:
             tools, problems, not_callable = await self._list_all(client)
+        if scope.cancelled_caught:
+            raise DownstreamError(f"did not answer tools/list (after list_changed) within "
+                                  f"{self.limits.connect_timeout_s:g} s (limits.connect_timeout_s)")
         if problems != self.problems:
             self._report(problems)
         changed = tools != self.tools or not_callable != self.not_callable
