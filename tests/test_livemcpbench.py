@@ -1,12 +1,11 @@
 """LiveMCPBench: the loader (tiny fixtures in the benchmark's format, and the real files when present), the request
-stages (steps, server context), the server-first baselines, complete@k, and the sweep's rows end to end with a
-hashed bag-of-words encoder."""
+stages (steps, server context), the server-first baselines, complete@k, the rank command's flags, and the sweep's
+rows end to end on the fixture with the embedded encoder."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +20,12 @@ from riskrank_jax.retrieve import servers, steps
 FIXTURE = Path(__file__).parent / "fixtures" / "livemcpbench"
 
 
-def bow(texts, dim=128):
-    out = np.full((len(texts), dim), 1e-3, np.float32)
-    for i, t in enumerate(texts):
-        for w in t.lower().replace(".", " ").replace(":", " ").replace(",", " ").split():
-            out[i, zlib.crc32(w.encode()) % dim] += 1.0
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
+@pytest.fixture(scope="module")
+def encoder():
+    """The embedded default encoder (the shipped risk model reads its embeddings)."""
+    from riskrank_jax.encode.encoder import load_encoder
 
-
-class BowEncoder:
-    model_id, dim = "bow-128", 128
-
-    def encode(self, texts, *, batch_size=64, progress=None, **_):
-        return bow(list(texts))
+    return load_encoder()
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +110,8 @@ def test_the_real_benchmark():
     if root is None or not root.is_dir():
         pytest.skip("LiveMCPBench not found: set RISKRANK_DATA to a directory holding livemcpbench/")
     b = load_livemcpbench(root)
-    assert (b.size, b.servers.size, b.notes["distinct_names"], b.notes["names_on_several_servers"]) == (527, 70, 510, 13)
+    counts = (b.size, b.servers.size, b.notes["distinct_names"], b.notes["names_on_several_servers"])
+    assert counts == (527, 70, 510, 13)
     assert b.notes["tasks"] == 95 and b.queries.size == 94 and len(b.unmatched) == 5
     assert sorted(m for _, m in b.unmatched) == ["ddg-search", "execute_command", "get_maven_latest_version",
                                                   "open_document", "trial_references"]
@@ -194,18 +187,18 @@ def test_complete_at_k():
 
 
 @pytest.fixture(scope="module")
-def ranker(bench):
-    return Ranker.from_registry(list(bench.documents), encoder=BowEncoder(), cache=False,
+def ranker(bench, encoder):
+    return Ranker.from_registry(list(bench.documents), encoder=encoder, cache=False,
                                 server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
 
 
 def test_a_registry_of_several_servers_knows_each_tools_server(ranker, bench, tmp_path):
     np.testing.assert_array_equal(ranker.tool_server, bench.servers.of_tool)
-    assert ranker.server_emb.shape == (3, 128)
+    assert ranker.server_emb.shape == (3, 384)
     back = Ranker.load(ranker.with_config(dataclasses_replace(server_context=True)).save(tmp_path / "r"))
     np.testing.assert_array_equal(back.tool_server, ranker.tool_server)
     assert back.config.server_context
-    one = Ranker.from_registry([bench.documents[0]], encoder=BowEncoder(), cache=False)
+    one = Ranker.from_registry([bench.documents[0]], encoder=ranker.encoder, cache=False)
     assert one.tool_server is None
 
 
@@ -218,7 +211,7 @@ def dataclasses_replace(**kw) -> RankConfig:
 
 def test_the_stages_change_the_first_stage_when_on(ranker):
     q = ["Read the notes file", "Write a report on the weather and save it as a Word document"]
-    q_emb = bow(q)
+    q_emb = ranker.encode_queries(q)
     plain = ranker.with_config(dataclasses_replace()).first_stage_scores(q_emb, q)
     assert DEFAULT_REGISTRY_CONFIG.server_context and not DEFAULT_REGISTRY_CONFIG.multi_step  # what rank uses
     np.testing.assert_array_equal(plain, ranker.with_config(dataclasses_replace(server_context=True,
@@ -247,12 +240,12 @@ def test_rank_queries_runs_the_stages(ranker):
 # ---------------------------------------------------------------------------------------------- the sweep
 
 
-def test_the_sweep_rows_on_the_fixture(bench, tmp_path, monkeypatch):
+def test_the_sweep_rows_on_the_fixture(bench, encoder, tmp_path):
     from riskrank_jax.experiments import livemcp
     from riskrank_jax.experiments.config import default_config, with_overrides
 
     cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": "", "runtime.cache_dir": str(tmp_path)})
-    res = livemcp.run_livemcpbench(cfg, tmp_path / "out", bench=bench, encoder=BowEncoder(), report_to=lambda s: None)
+    res = livemcp.run_livemcpbench(cfg, tmp_path / "out", bench=bench, encoder=encoder, report_to=lambda s: None)
     assert set(res["rows"]) == set(livemcp.ROWS) and res["rank_default"] == "ranker_server"
     for name, row in res["rows"].items():
         assert row["rvr@5"] == "not labelled"
@@ -262,8 +255,7 @@ def test_the_sweep_rows_on_the_fixture(bench, tmp_path, monkeypatch):
     assert res["rows"]["two_stage"]["recall@5"] <= 1.0 and res["tasks_without_gold"] == ["t-none"]
     text = (tmp_path / "out" / "livemcpbench" / "tables.md").read_text()
     assert "`open_document` (task t-save)" in text and "not labelled" in text and "shared" not in text.lower()
-    again = livemcp.run_livemcpbench(cfg, tmp_path / "out2", bench=bench, encoder=BowEncoder(),
-                                     report_to=lambda s: None)
+    again = livemcp.run_livemcpbench(cfg, tmp_path / "out2", bench=bench, encoder=encoder, report_to=lambda s: None)
     assert again["rows"] == res["rows"]  # deterministic
 
 

@@ -30,6 +30,10 @@ def with_server_context(ranker, q, scores):
                                   cfg.server_weight, cfg.sibling_weight)
 
 
+def _bucket(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
 def staged_first_stage(ranker, q, q_texts, plain):
     """The first stage's scores [Q, N] of q [Q, d] (texts ``q_texts``) after the request stages of
     ``ranker.config``; ``plain(q, texts)`` computes the first stage itself."""
@@ -48,8 +52,13 @@ def staged_first_stage(ranker, q, q_texts, plain):
     whole = with_server_context(ranker, whole_q, plain(whole_q, whole_texts))
     if not flat:
         return whole
-    step_q = emb[len(changed):]
-    return steps.fuse_steps(whole, with_server_context(ranker, step_q, plain(step_q, flat)), index,
+    # steps padded to a power of two (repeating the last) and the index to max_steps columns, so the jitted
+    # stages compile once per bucket, not once per number of steps
+    pad = _bucket(len(flat)) - len(flat)
+    step_q = np.concatenate([emb[len(changed):], np.repeat(emb[-1:], pad, axis=0)])
+    step_texts = flat + flat[-1:] * pad
+    index = np.pad(index, ((0, 0), (0, cfg.max_steps - index.shape[1])), constant_values=-1)
+    return steps.fuse_steps(whole, with_server_context(ranker, step_q, plain(step_q, step_texts)), index,
                             cfg.step_weight)
 
 
