@@ -48,6 +48,8 @@ from riskrank_jax.retrieve import baselines, hybrid, servers
 from riskrank_jax.scoring import top_order
 
 RESULTS_VERSION = 1
+# the shipped MCP risk model the Ranker rows assess risk with: part of the run key
+RISK_MODEL_FILE = Path(__file__).resolve().parent.parent / "model" / "mcp_risk_model.npz"
 LIST_K = 10
 METRICS = ("ndcg@5", "recall@5", "recall@10", "complete@10")
 NOT_LABELLED = "not labelled"
@@ -333,7 +335,7 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
                                                           cfg.encoder.path)
     labels_path = _labels_path(cfg)
     run_key = short_hash([cfg.result_key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
-                          _file_hash(labels_path), sorted(ROWS)])
+                          _file_hash(labels_path), _file_hash(RISK_MODEL_FILE), sorted(ROWS)])
     if not force:
         try:
             prev = json.loads((out_dir / "results.json").read_text())

@@ -119,8 +119,8 @@ class RankConfig:
 # Defaults of Ranker.from_registry (zero-shot over a user registry): hybrid first stage, λ in per-query
 # standard deviations, graph on, rule filter off. λ and α chosen on the demo benchmark's test queries
 # (scripts/default_rank_config.py; docs/registry.md). The server-context stage is on: it raised NDCG@5 on
-# LiveMCPBench's real servers from 0.373 to 0.411 and leaves a registry of one source unchanged; the multi-step
-# stage is off (docs/livemcpbench.md: no NDCG@5 gain there, slightly lower on UltraTool).
+# LiveMCPBench's real servers by about 0.03 and leaves a registry of one source unchanged; the multi-step stage
+# is off (docs/livemcpbench.md: no NDCG@5 gain there, slightly lower on UltraTool).
 DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False,
                                      server_context=True)
 
