@@ -252,3 +252,19 @@ def test_config_policy_names_dimensions(tmp_path):
     path.write_text('{"mcpServers": {"files": {"command": "python"}},\n "policy": {"ask_dimensions": ["pushes"]}}')
     with pytest.raises(ConfigError, match=r"servers.json:2: policy.ask_dimensions: unknown dimension\(s\) pushes"):
         read_config(path)
+
+
+def test_a_saved_ranker_keeps_its_risk_dimensions(tmp_path):
+    from riskrank_jax.rank.ranker import Ranker
+
+    reg = _registry(("pg", POSTGRES), ("slack", SLACK))
+    d = assess_dimensions(reg)
+    rows = tuple(d.row(i) for i in range(reg.size))
+    r = Ranker.build(encoder_id="enc", tool_names=reg.names, tool_texts=reg.texts, tool_emb=np.eye(2, 4),
+                     risk_levels=d.levels, risk_source=[d.source_text(i) for i in range(2)], risk_dimensions=rows)
+    back = Ranker.load(r.save(tmp_path / "ranker"))
+    assert back.risk_dimensions == rows and back.risk_dimensions[0]["argument_rule"] == "sql:sql"
+    assert back.risk_source[1] == "destructive (spec default: unannotated), public_sink (keywords:post message)"
+    with pytest.raises(Exception, match="1 risk dimension rows for 2 tools"):
+        Ranker.build(encoder_id="enc", tool_names=reg.names, tool_emb=np.eye(2, 4), risk_levels=d.levels,
+                     risk_dimensions=rows[:1])

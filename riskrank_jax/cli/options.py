@@ -24,8 +24,8 @@ encoder_option = click.option(
          "all-MiniLM-L6-v2.")
 risk_head_option = click.option(
     "--risk-head", type=click.Path(dir_okay=False), default=None, metavar="PATH",
-    help="Risk head trained with `riskrank-jax fit-risk` (default: the shipped one, trained on the demo labels "
-         "for the default encoder).")
+    help="Risk head trained with `riskrank-jax fit-risk`: assess risk with the level rule over its scores instead "
+         "of the default risk dimensions (the shipped MCP risk model, keywords and annotations; docs/registry.md).")
 trust_annotations_option = click.option(
     "--trust-annotations", is_flag=True,
     help="Let an MCP readOnlyHint: true lower a tool's risk (by default annotations only raise it).")
