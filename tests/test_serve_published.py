@@ -96,7 +96,7 @@ def gateway(bins, tmp_path_factory):
         "calculator": {"command": b["mcp-server-calculator"]},
         "sqlite": {"command": b["mcp-server-sqlite"], "args": ["--db-path", str(d / "test.db")]}},
         "limits": {"ping_every_s": 0.5},
-        "policy": {"trusted_servers": ["time", "git", "calculator"]}}
+        "policy": {"trusted_servers": ["time", "git", "calculator", "everything-http"]}}
     (d / "servers.json").write_text(json.dumps(cfg))
     (d / "token").write_text(TOKEN)
     env = dict(os.environ, RISKRANK_CACHE=str(d / "cache"),
@@ -190,6 +190,22 @@ def test_sdk_client_allowed_call_reaches_the_server_and_refused_call_does_not(ga
     assert [(a["tool"], a["server"], a["decision"]) for a in audit[-3:]] == [
         ("get_current_time", "time", "allowed"), ("calculate", "calculator", "allowed"),
         ("write_file", "filesystem", "refused")]
+
+
+def test_progress_of_a_published_http_server_reaches_the_client(gateway):
+    url, _ = gateway
+    seen = []
+
+    async def body(c):
+        async def progress(p, total=None, message=None):
+            seen.append((p, total))
+
+        return await c.call_tool("call_tool", {"name": "everything-http.trigger-long-running-operation",
+                                               "arguments": {"duration": 1, "steps": 4}}, progress_callback=progress)
+
+    r = _sdk(url, body)
+    assert not r.is_error, r.content[0].text
+    assert seen == [(1.0, 4.0), (2.0, 4.0), (3.0, 4.0), (4.0, 4.0)]
 
 
 def _inspector(bins, url: str, *args: str, is_error: bool = False) -> dict:
