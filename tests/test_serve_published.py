@@ -252,6 +252,66 @@ def test_gitlab_schemas_without_type_object_are_repaired_not_dropped(bins, gatew
     assert p.returncode == 0 and json.loads(p.stdout[p.stdout.index("{"):]) == {"tools": []}  # the client alone
 
 
+def _pid(marker: str, parent: int | None = None) -> int:
+    """The process whose command line holds ``marker`` (and whose parent is ``parent``), from /proc."""
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if marker in cmd and (parent is None or ppid == parent):
+                return int(p.name)
+    raise LookupError(marker)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process in /proc (Linux)")
+def test_search_does_not_jump_while_a_published_server_is_down(bins, tmp_path):
+    """The time server killed (and kept down by a long backoff): "what time is it in Tokyo" still finds
+    get_current_time, marked unavailable, a call to it says why, and the git server's answers stay put."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    cfg = {"mcpServers": {
+        "time": {"command": str(bins["mcp-server-time"]), "args": ["--local-timezone", "UTC"],
+                 "limits": {"backoff_first_s": 600}},
+        "git": {"command": str(bins["mcp-server-git"]), "args": ["--repository", str(repo)]}},
+        "policy": {"trusted_servers": ["time", "git"]}}
+    (tmp_path / "servers.json").write_text(json.dumps(cfg))
+    env = dict(os.environ, RISKRANK_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "riskrank_jax", "serve", "--config", str(tmp_path / "servers.json")], env=env)
+    queries = ("what time is it in Tokyo", "what changed in my git working tree")
+
+    async def ranked(c):
+        out = []
+        for q in queries:
+            r = await c.call_tool("search_tools", {"query": q, "k": 3})
+            out.append([(t["name"], t.get("available", True)) for t in r.structured_content["tools"]])
+        return out
+
+    async def body():
+        async with Client(params, read_timeout_seconds=300) as c:
+            before = await ranked(c)
+            os.kill(_pid("mcp-server-time", parent=_pid(str(tmp_path / "servers.json"))), 9)
+            with anyio.fail_after(60):
+                while (await _servers(c))["time"]["state"] == "up":
+                    await anyio.sleep(0.1)
+            after = await ranked(c)
+            call = await c.call_tool("call_tool", {"name": "get_current_time", "arguments": {"timezone": "UTC"}})
+            return before, after, call, await _servers(c)
+
+    before, after, call, s = anyio.run(body)
+    assert [n for n, _ in after[0]] == [n for n, _ in before[0]] and ("get_current_time", False) in after[0]
+    assert after[1] == before[1] and all(ok for _, ok in after[1])  # git's answers: same order, available
+    assert call.is_error and "server 'time' is not running" in call.content[0].text
+    assert s["time"]["restarts"] == 1 and s["time"]["tools"] == 2 and s["git"]["state"] == "up"
+
+
 @pytest.mark.slow
 def test_no_published_server_restarts_over_a_minute(gateway):
     url, _ = gateway
