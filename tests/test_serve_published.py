@@ -2,7 +2,7 @@
 MCP Inspector CLI: fifteen connections to thirteen servers from npm and PyPI (the TypeScript SDK's current
 and archived servers, the Python SDK's high-level and low-level servers on two SDK majors; protocol revisions
 2024-11-05, 2025-11-25 and 2026-07-28; stdio and streamable HTTP; annotated and unannotated; the archived
-GitLab server also as `npx` installs it today, with input schemas that lack "type": "object"), all listed and
+GitLab server also as `npx` installs it (zod 4), with input schemas that lack "type": "object"), all listed and
 up without a restart, searched, one allowed call reaching its server and one refused call that does not.
 
 The servers are installed by tests/published_servers.py (pinned versions, once per checkout; .ci/run runs it
@@ -238,7 +238,7 @@ def test_inspector_cli_lists_searches_calls_and_is_refused(bins, gateway):
 
 
 def test_gitlab_schemas_without_type_object_are_repaired_not_dropped(bins, gateway):
-    """The archived GitLab server as `npx` installs it today sends {"$schema": ...} input schemas; the SDK's
+    """The archived GitLab server as `npx` installs it (zod 4) sends {"$schema": ...} input schemas; the SDK's
     strict listing rejects them, so a client shows no tools at all. The gateway keeps all nine, repaired."""
     url, _ = gateway
     s = _sdk(url, _servers)["gitlab-zod4"]
