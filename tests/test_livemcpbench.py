@@ -299,3 +299,8 @@ def test_rank_command_turns_the_stages_on_and_off(bench, tmp_path):
     assert both["config"]["server_context"] is False and both["config"]["multi_step"] is True
     names = [h["name"] for h in both["results"][0]["hits"]]
     assert "get_weather" in names and "convert_to_pdf" in names
+    ex = json.loads(run("rank", *files, "--query", q + " at /root/out.pdf", "--json", "--explain", "--multi-step")
+                    .output)["results"][0]["explain"]["config"]
+    assert ex["server_context"] is True
+    assert ex["steps"] == ["Get the weather in Paris", "save it as a Word document",
+                           "convert it to PDF at file pdf", "write file pdf"]

@@ -103,9 +103,19 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
     c = ranker.config
     return {"query": query, "k": k,
             "config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "head": head,
-                       "rule_filter": c.rule_filter},
+                       "rule_filter": c.rule_filter, **_request_stages(ranker, query)},
             "tools": tools, "held_back": _held_back(ranker, q_emb, query, k, set(ids.tolist()), parts, final_pos,
                                                     before_rule)}
+
+
+def _request_stages(ranker, query: str) -> dict:
+    """{"server_context": whether the stage acts (on, and the ranker knows the tools' servers), "steps": the
+    request's steps when the multi-step stage is on (empty: one step, or the stage is off)}."""
+    from riskrank_jax.retrieve.steps import request_steps
+
+    c = ranker.config
+    return {"server_context": bool(c.server_context and ranker.tool_server is not None),
+            "steps": list(request_steps(query, c.max_steps)) if c.multi_step else []}
 
 
 def to_text(report: dict) -> str:
@@ -115,6 +125,10 @@ def to_text(report: dict) -> str:
     lines = [f"query: {report['query']}",
              f"  λ = {c['lambda']}, α = {c['alpha']}, first stage {stage}, "
              f"{'trained head' if c['head'] else 'zero-shot (no head)'}, rule filter {'on' if c['rule_filter'] else 'off'}",
+             *([f"  request stages: {'server context' if c.get('server_context') else ''}"
+                + ("; " if c.get("server_context") and c.get("steps") else "")
+                + (f"steps {' | '.join(c['steps'])}" if c.get("steps") else "")]
+               if c.get("server_context") or c.get("steps") else []),
              f"  {'#':>2}  {'tool':<24} {'first stage':>15} " + (f"{'head':>7} " if c["head"] else "")
              + f"{'−λ·risk':>8} {'graph':>7} {'final':>7}  {'rule':>7}  risk"]
     for r in report["tools"]:

@@ -42,7 +42,7 @@ _STOP = frozenset("a an the and or of to in on for with me my it its this that p
                   "also then".split())
 _PATH = re.compile(r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w\-]+/)*[\w\-]+(?:\.[A-Za-z0-9]+)?/?")
 _WRITES = re.compile(r"\b(save|saving|write|writing|store|export|output|put|generate|create|make|produce|draft|"
-                     r"record|download)\w*", re.I)
+                     r"record|download|convert)\w*", re.I)
 # file extension -> the words a tool description uses for such a file
 FILE_KINDS = {"md": "markdown", "pdf": "pdf", "docx": "word document", "doc": "word document",
               "pptx": "powerpoint presentation", "ppt": "powerpoint presentation", "xlsx": "excel spreadsheet",
