@@ -35,9 +35,9 @@ from riskrank_jax.registry.dimensions import DimensionPolicy, must_confirm  # no
 CORPUS = ROOT / "experiments" / "mcp_risk" / "corpus"
 OUT = ROOT / "experiments" / "results" / "mcp_risk"
 ROW_NOTES = {
-    "riskrank": "shipped rule: dimensions from the learned model (may clear reads and local reversible writes), keywords, annotations "
-                "under the specification's defaults",
-    "riskrank_reads_only": "the same, but the model may only clear tools that only read",
+    "riskrank": "shipped rule: dimensions from the learned model (it may clear an untrusted server's tool only "
+                "as a read), keywords, annotations under the specification's defaults",
+    "riskrank_reversible": "the same, but the model may also clear local reversible writes",
     "model_alone": "the learned model's dimensions at 0.5, no specification defaults",
     "spec_defaults_keywords": "dimensions without a model: keywords and the specification's defaults",
     "annotations_only": "confirm unless readOnlyHint: true (annotations trusted)",
@@ -95,8 +95,8 @@ def main(argv=None):
     config = mcp_risk.RiskModelConfig()
     sub = partial(subset, reg)
 
-    variants = {"riskrank": DimensionPolicy(learned_clears="reversible"),
-                "riskrank_reads_only": DimensionPolicy(learned_clears="reads")}
+    variants = {"riskrank": DimensionPolicy(learned_clears="reads"),
+                "riskrank_reversible": DimensionPolicy(learned_clears="reversible")}
     preds = {name: {"mutation": np.zeros(corpus.size, np.int8), "flags": np.zeros_like(corpus.flags),
                     "levels": np.zeros(corpus.size, np.int32)} for name in variants}
     chosen_per_fold = {name: [] for name in variants}

@@ -17,9 +17,10 @@ Where each value comes from, in order (a later step only raises):
    untrusted server the specification's defaults hold — presumed not read-only, destructive and open-world
    (source "spec default: unannotated", or "spec default: untrusted readOnlyHint" when the server claims
    read-only) — and only the learned model's confident judgement brings it below the ask threshold (source
-   "learned"): that it only reads (P(writes) < ``read_threshold``), or, with ``learned_clears = "reversible"``,
-   that it neither destroys nor is a public sink, secret source, execution or money tool (each probability
-   below ``destructive_threshold``: a local reversible write). An explicit
+   "learned"): that it only reads (P(writes) and P(destructive) below ``read_threshold``; the default,
+   ``learned_clears = "reads"``), or, with ``learned_clears = "reversible"``, also that it neither destroys nor
+   is a public sink, secret source, execution or money tool (each probability below
+   ``destructive_threshold``: a local reversible write). An explicit
    ``readOnlyHint: false`` is evidence of a write: no learned judgement makes it read. Tools of formats without
    annotations (OpenAI, Anthropic, plain) take the model's judgement at 0.5 (read / local_write / destructive),
    and local_write without a model. ``destructiveHint: true`` and the "destructive" keywords raise it to
@@ -92,7 +93,10 @@ DIMENSION_KEYWORDS: dict[str, tuple[str, ...]] = {
          "message|issue|comment|post|tweet|feed|article|transcript"),
         "search ... web|internet|news|emails|e-mails|mail|issues|messages|tweets|posts|reddit|twitter",
     ),
-    "execution": RISK_KEYWORDS["exec"] + ("sql|cypher|sparql",),
+    # the verb-object rule of the exec group, not its single words ("bash", "eval" and "sql" name things too:
+    # "the task's BashOperator", "the compiled SQL of a metric")
+    "execution": ("code execution|arbitrary code|remote code|shell command|shell commands|terminal command",
+                  RISK_KEYWORDS["exec"][1]),
     "money": RISK_KEYWORDS["money"],
 }
 
@@ -114,8 +118,8 @@ class DimensionPolicy:
     trusted_sources: tuple[str, ...] = ()
     read_threshold: float = 0.2
     flag_threshold: float = 0.35
-    destructive_threshold: float = 0.2
-    learned_clears: str = "reversible"
+    destructive_threshold: float = 0.0
+    learned_clears: str = "reads"
 
     def __post_init__(self):
         if self.learned_clears not in LEARNED_CLEARS:
