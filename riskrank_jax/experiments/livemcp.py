@@ -1,7 +1,7 @@
 """The LiveMCPBench sweep (``python -m riskrank_jax.sweep --benchmark livemcpbench``): real MCP servers' tools,
 multi-step requests, zero-shot rows side by side.
 
-Rows (``ROWS``, every one zero-shot: nothing is trained on the benchmark's tasks):
+Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchmark's tasks):
 
 * ``bm25``, ``dense``, ``hybrid`` — the baselines over the tool texts ``riskrank-jax rank`` embeds;
 * ``two_stage`` — LiveMCPBench's own agent: the top ``mcp.top_servers`` servers by cosine with their name and
@@ -13,7 +13,13 @@ Rows (``ROWS``, every one zero-shot: nothing is trained on the benchmark's tasks
   stage, or both (``RankConfig.server_context`` / ``multi_step``), each also at λ = 0 (``…_lam0``); the row whose
   config is ``DEFAULT_REGISTRY_CONFIG`` is what ``riskrank-jax rank`` does now (results.json "rank_default");
 * ``ranker_server_steps_namesakes`` — ``ranker_server_steps`` with every copy of a tool name ranked at its best
-  copy's score (the benchmark makes both copies gold).
+  copy's score (the benchmark makes both copies gold);
+* ``ranker_server_text`` / ``ranker_server_text_steps`` — server context (and multi-step) over tool texts that end
+  with their server's name and description (``with_server_text``);
+* ``ranker_server_steps_cv`` — both stages with their weights chosen per fold over the tasks on the other folds
+  (``cv_row``): the one row that learns from the tasks, the check on the hand-set weights.
+
+Also: the rank default's row over the λ × α grid of ``mcp`` (``sensitivity``).
 
 Metrics per row: NDCG@5, Recall@5, Recall@10, complete@10 (every needed tool in the top 10), with the standard
 error of the mean over tasks; RVR@5 = the share of the top 5 that must be confirmed, from the labelled corpus
@@ -53,7 +59,8 @@ RISK_MODEL_FILE = Path(__file__).resolve().parent.parent / "model" / "mcp_risk_m
 LIST_K = 10
 METRICS = ("ndcg@5", "recall@5", "recall@10", "complete@10")
 NOT_LABELLED = "not labelled"
-# row -> (what it is, the RankConfig fields it changes from DEFAULT_REGISTRY_CONFIG; None: not a Ranker row)
+# row -> (what it is, the RankConfig fields it changes from DEFAULT_REGISTRY_CONFIG less its request stages
+# (``row_config``); None: not such a Ranker row)
 ROWS = {
     "bm25": ("BM25 over the tool texts", None),
     "dense": ("dense cosine (the encoder) over the tool texts", None),
@@ -349,7 +356,8 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
     cache = EmbeddingCache(cfg.runtime.cache_dir)
     ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache)
     results = {
-        "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks",
+        "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks "
+                                                 "(ranker_server_steps_cv chooses 3 weights by 5 folds over them)",
         "encoder": encoder.model_id, "k": LIST_K, "data": bench.notes,
         "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
         "tasks_without_gold": list(bench.no_gold),
