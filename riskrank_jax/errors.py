@@ -58,4 +58,6 @@ class RiskHeadError(DataError):
 
 
 class ConfigError(DataError):
-    """A gateway config (`riskrank-jax serve --config`) that cannot be used: names the file and line."""
+    """A configuration that cannot be used: a gateway config (`riskrank-jax serve --config`, naming the file and
+    line), or a leaf of a config tree set to an unknown path or a value its type does not accept (naming the
+    leaf's dotted path in the message)."""

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, memory_budget_option,
-                                      seeds_option)
+from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, key_value_pairs,
+                                      memory_budget_option, seeds_option)
 from riskrank_jax.experiments.config import ConfigError, SweepConfig, default_config, with_overrides
 from riskrank_jax.experiments.jobs import default_jobs
 from riskrank_jax.experiments.run import ALL_BENCHMARKS, run_tasks
@@ -40,15 +40,10 @@ FLAG_LEAVES = {
 
 
 def _parse_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
-    out = []
-    for item in values:
-        path, eq, value = item.partition("=")
-        if not eq or not path.strip():
-            raise click.BadParameter(f"expected PATH=VALUE (e.g. train.epochs=5), got {item!r}")
-        if path.strip() == "data.benchmark":
-            raise click.BadParameter("choose the benchmark with --benchmark, not --set data.benchmark")
-        out.append((path.strip(), value))
-    return tuple(out)
+    pairs = key_value_pairs(values, "--set", "train.epochs=5")
+    if any(path == "data.benchmark" for path, _ in pairs):
+        raise click.BadParameter("choose the benchmark with --benchmark, not --set data.benchmark")
+    return pairs
 
 
 def flag_overrides(ctx: click.Context) -> dict:

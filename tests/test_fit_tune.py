@@ -172,6 +172,7 @@ def test_cli_fit_keeps_the_zero_shot_ranker_when_tuning_does_not_win(world, tune
 @pytest.mark.parametrize("args,message", [
     (("--tune-layers", "1"), "add --tune-encoder"),
     (("--tune-encoder", "--tune-set", "speed=3"), "KEY one of layers, epochs"),
+    (("--tune-encoder", "--tune-set", "lr"), "expected KEY=VALUE (e.g. lr=5e-4)"),
     (("--tune-encoder", "--tune-set", "lr=fast"), "lr takes a float"),
     (("--tune-encoder", "--tune-layers", "1", "--tune-set", "layers=2"), "disagree"),
     (("--tune-encoder",), "has 2 transformer layers"),  # the default 3 layers: more than the tiny BERT has

@@ -221,7 +221,7 @@ def test_set_from_the_command_line_reaches_results_and_the_computation(sweep_run
     ("graph.alpha=0.3", "unknown config path 'graph.alpha'; did you mean eval.alpha?"),
     ("train.epochs=five", "bad value for train.epochs: 'five' is not a valid int"),
     ("eval.smoothing_benchmark=yes", "expected true or false"),
-    ("train.epochs", "expected PATH=VALUE"),
+    ("train.epochs", "expected KEY=VALUE (e.g. train.epochs=5)"),
     ("eval.variants=nope", "unknown variant 'nope'"),
     ("risk_head.seed=3", "risk_head.seed cannot be set: the sweep trains one risk head per seed of `seeds`"),
 ])

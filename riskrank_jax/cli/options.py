@@ -31,6 +31,19 @@ trust_annotations_option = click.option(
     help="Let an MCP readOnlyHint: true lower a tool's risk (by default annotations only raise it).")
 
 
+def key_value_pairs(items, option: str, example: str) -> tuple[tuple[str, str], ...]:
+    """(key, value) of each "KEY=VALUE" of a repeated option (keys stripped, values as given); click.BadParameter
+    naming ``option`` and showing ``example`` for an item without "=" or without a key. The one parser of such
+    options (the sweep's --set, fit's --tune-set)."""
+    out = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE (e.g. {example}), got {item!r}", param_hint=option)
+        out.append((key.strip(), value))
+    return tuple(out)
+
+
 def _check_seeds(ctx, param, value):
     seeds = tuple(int(s) for s in value)
     if not seeds or len(set(seeds)) != len(seeds):

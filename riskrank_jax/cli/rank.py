@@ -12,8 +12,8 @@ import warnings
 
 import click
 
-from riskrank_jax.cli.options import (cache_dir_option, encoder_option, risk_head_option, seeds_option,
-                                      trust_annotations_option)
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, key_value_pairs, risk_head_option,
+                                      seeds_option, trust_annotations_option)
 from riskrank_jax.errors import RankerError
 
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -143,15 +143,18 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
         return None
     fields = {f.name: type(getattr(FIT_TUNE_CONFIG, f.name)) for f in dataclasses.fields(TuneConfig)}
     changes: dict = {}
-    for item in tune_set:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in fields:
-            raise RankerError(f"--tune-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
+    try:
+        pairs = key_value_pairs(tune_set, "--tune-set", "lr=5e-4")
+    except click.BadParameter as e:
+        raise RankerError(f"--tune-set: {e.message}") from None
+    for key, value in pairs:
+        key = key.replace("-", "_")
+        if key not in fields:
+            raise RankerError(f"--tune-set {key}={value}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
         try:
             changes[key] = fields[key](value.strip())
         except ValueError:
-            raise RankerError(f"--tune-set {item!r}: {key} takes a {fields[key].__name__}") from None
+            raise RankerError(f"--tune-set {key}={value}: {key} takes a {fields[key].__name__}") from None
     for key, value in (("layers", tune_layers), ("epochs", tune_epochs)):
         if value is not None:
             if key in changes and changes[key] != value:

@@ -16,6 +16,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from riskrank_jax.errors import ConfigError
 from riskrank_jax.graph.tool_graph import GraphConfig
 from riskrank_jax.model.cross_encoder import CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
@@ -163,10 +164,6 @@ def leaf_paths(tree=None, prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{f.name}"] = value
     return {path: value for path, value in out.items() if path not in UNUSED_LEAVES}
-
-
-class ConfigError(ValueError):
-    """An unknown leaf path or a value its type does not accept."""
 
 
 def with_overrides(cfg: SweepConfig, overrides: dict[str, object]) -> SweepConfig:
