@@ -57,9 +57,9 @@ def test_host_tag_is_stable_and_short():
 
 def test_benchmark_lists_expand_in_order_once_each():
     assert expand_benchmarks(["demo"]) == ["demo"]
-    assert expand_benchmarks(["all"]) == ["demo", "ultratool", "sealtools"]
+    assert expand_benchmarks(["all"]) == ["demo", "ultratool", "sealtools", "livemcpbench"]
     assert expand_benchmarks(["sealtools", "ultratool", "sealtools"]) == ["sealtools", "ultratool"]
-    assert expand_benchmarks(["ultratool", "all"]) == ["ultratool", "demo", "sealtools"]
+    assert expand_benchmarks(["ultratool", "all"]) == ["ultratool", "demo", "sealtools", "livemcpbench"]
     argv = ["--benchmark", "ultratool", "sealtools", "--variants", "paper", "--force"]
     assert expand_multi_value_options(argv, (*MULTI_VALUE_OPTIONS, "--benchmark")) == [
         "--benchmark", "ultratool", "--benchmark", "sealtools", "--variants", "paper", "--force"]
