@@ -76,7 +76,7 @@ def test_filter_blocks_high_risk_tools_and_keeps_read_file(listed):
     assert policy.risk("get_forecast") is None
     assert policy.tool_filter()(None, type("T", (), {"name": "get_forecast"})()) is False  # unseen: blocked
     assert policy.tool_filter(unknown="allow")(None, type("T", (), {"name": "get_forecast"})()) is True
-    assert policy.static_tool_filter(block_above=3) == {"blocked_tool_names": policy.names_above(3)}
+    assert policy.static_tool_filter(block_above=3) == {"blocked_tool_names": sorted(policy.names_above(3))}
 
 
 def test_approval_map_lists_tools_above_level_3(listed):
@@ -147,8 +147,9 @@ def test_example_script_runs(tmp_path):
                          timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     last = json.loads(run.stdout.strip().splitlines()[-1])
-    assert "read_file" in last["listed"] and "delete_file" in last["blocked"]
-    assert last["approval"]["write_file"] is True and last["approval"]["read_file"] is False
+    # write_file of this untrusted, unannotated server is presumed destructive (level 4): blocked above 3
+    assert "read_file" in last["listed"] and {"delete_file", "write_file"} <= set(last["blocked"])
+    assert last["approval"]["read_file"] is False and "write_file" not in last["approval"]
     assert "risky tools (level >= 3) in the top" in run.stdout
     offered = next(line for line in run.stdout.splitlines() if line.startswith("agent: read request ")
                    and "offered tools:" in line)  # the scripted Runner.run loop ran over the filtered server

@@ -19,9 +19,9 @@ import numpy as np
 from riskrank_jax.registry.dimensions import FLAGS, DimensionPolicy, assess_dimensions, must_confirm
 
 TARGET_RECALL = 0.97
-READ_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+READ_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 DESTRUCTIVE_GRID = (0.0, 0.01, 0.02, 0.05, 0.1)
-FLAG_GRID = (0.1, 0.2, 0.3, 0.4, 0.5)
+FLAG_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 
 def gate_metrics(allowed, must) -> dict:
