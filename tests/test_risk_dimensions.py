@@ -268,3 +268,13 @@ def test_a_saved_ranker_keeps_its_risk_dimensions(tmp_path):
     with pytest.raises(Exception, match="1 risk dimension rows for 2 tools"):
         Ranker.build(encoder_id="enc", tool_names=reg.names, tool_emb=np.eye(2, 4), risk_levels=d.levels,
                      risk_dimensions=rows[:1])
+
+
+def test_a_trusted_read_only_tool_is_no_learned_public_sink():
+    reg = _registry(("ci", [_tool("wait_for_approval", "Wait until the change ticket is approved by a reviewer.",
+                                  {"ticket": {"type": "string"}}, {"readOnlyHint": True})]))
+    probs = _probs(1, writes=0.99, destructive=0.01, public_sink=0.9)
+    trusted = assess_dimensions(reg, probs, DimensionPolicy(trusted_sources=("ci",), flag_threshold=0.5))
+    untrusted = assess_dimensions(reg, probs, DimensionPolicy(flag_threshold=0.5))
+    assert trusted.row(0)["public_sink"]["value"] is False and int(trusted.levels[0]) == 1
+    assert untrusted.row(0)["public_sink"] == {"value": True, "source": "learned"} and int(untrusted.levels[0]) == 4

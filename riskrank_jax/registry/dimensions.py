@@ -28,7 +28,8 @@ Where each value comes from, in order (a later step only raises):
 2. **the five flags.** True when the keyword table `DIMENSION_KEYWORDS` matches the tool's name or description
    (never its parameters: boilerplate such as an ``auth-method`` parameter that mentions credentials does not
    count; source "keywords:<the words matched>"), or when the learned model's probability reaches
-   ``flag_threshold`` (source "learned").
+   ``flag_threshold`` (source "learned") — except a learned public sink on a trusted server's read-only tool
+   (a public sink changes state; the trusted annotation says it changes nothing).
 
 `level_from_dimensions` is the one function from dimensions to the level: money 5; destructive, public sink,
 secret source or execution 4; a local write 3; a read of untrusted content 2; a read 1. At the gateway's default
@@ -61,6 +62,7 @@ DIMENSION_NAMES = ("local_write", "destructive") + FLAGS
 MUST_CONFIRM = ("destructive", "public_sink", "secret_source", "execution", "money")
 _CLEAR_FLAGS = ("public_sink", "secret_source", "execution", "money")
 LEARNED_CLEARS = ("reads", "reversible")
+TRUSTED_READ = "mcp:readOnlyHint=true (trusted)"
 # the learned model's outputs, in order (riskrank_jax.model.mcp_risk)
 MODEL_OUTPUTS = ("writes", "destructive") + FLAGS
 
@@ -303,7 +305,7 @@ def _mutation(tool, probs, trusted: bool, policy: DimensionPolicy) -> tuple[int,
     p_writes, p_destr = (None, None) if probs is None or np.isnan(probs[0]) else (float(probs[0]), float(probs[1]))
     if a is not None and trusted and ("readOnlyHint" in a.declared or "destructiveHint" in a.declared):
         if a.declared_true("readOnlyHint"):
-            return 0, "mcp:readOnlyHint=true (trusted)"
+            return 0, TRUSTED_READ
         if "destructiveHint" in a.declared and not a.destructive:
             return 1, "mcp:destructiveHint=false (trusted)"
         return 2, ("mcp:destructiveHint=true" if a.declared_true("destructiveHint")
@@ -356,7 +358,8 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
         for j, f in enumerate(FLAGS):
             if f in hits[i]:
                 flags[i, j], src = True, f"keywords:{hits[i][f]}"
-            elif probs is not None and p[i, j + 2] >= policy.flag_threshold:
+            elif probs is not None and p[i, j + 2] >= policy.flag_threshold and not (
+                    f == "public_sink" and msrc == TRUSTED_READ):  # a trusted read-only tool changes nothing
                 flags[i, j], src = True, "learned"
             else:
                 src = ""
