@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from riskrank_jax.data.mcp_risk_corpus import load_corpus, package_name, reserved_packages, server_folds
+from riskrank_jax.registry.mcp_corpus import load_corpus, package_name, reserved_packages, server_folds
 from riskrank_jax.errors import DataError, RiskHeadError
-from riskrank_jax.model import mcp_risk
-from riskrank_jax.model.mcp_risk_eval import annotations_only, choose_thresholds, gate_metrics, spec_defaults
+from riskrank_jax.registry import mcp_risk
+from riskrank_jax.experiments.mcp_risk_eval import annotations_only, choose_thresholds, gate_metrics, spec_defaults
 
 REPO = Path(__file__).resolve().parent.parent
 

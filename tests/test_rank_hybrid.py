@@ -88,7 +88,7 @@ def test_from_registry_records_and_min_score(tmp_path):
     r = Ranker.from_registry(TOOLS[:5], encoder=BowEncoder(), cache=EmbeddingCache(tmp_path),
                              config=RankConfig(lam=1.0, alpha=0.2, first_stage="hybrid"))
     assert r.size == 5 and r.risk_source == ("declared",) * 5 and r.graph is not None
-    assert r.provenance["risk_head"] == "none"
+    assert r.provenance["risk_head"] == "dimensions (every level declared: no risk model used)"
     hits = r.rank_queries(["delete the file", "read the file"], k=3)
     assert [len(h) for h in hits] == [3, 3]
     top = hits[0][0]
@@ -116,6 +116,6 @@ def test_from_registry_errors(tmp_path):
         r.rank_queries(["x"], k=6)
     with pytest.raises(EmptyRegistryError):
         Ranker.from_registry([], encoder=BowEncoder(), cache=cache)
-    # an undeclared risk needs the shipped head, which is for another encoder
+    # an undeclared risk needs the shipped risk model, which is for another encoder
     with pytest.raises(RiskHeadError, match="trained on"):
         Ranker.from_registry(TOOLS, encoder=BowEncoder(), cache=cache)

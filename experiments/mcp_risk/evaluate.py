@@ -26,9 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from riskrank_jax.data.mcp_risk_corpus import load_corpus, server_folds  # noqa: E402
-from riskrank_jax.model import mcp_risk  # noqa: E402
-from riskrank_jax.model.mcp_risk_eval import (annotations_only, choose_thresholds, dimension_row,  # noqa: E402
+from riskrank_jax.registry.mcp_corpus import load_corpus, server_folds  # noqa: E402
+from riskrank_jax.registry import mcp_risk  # noqa: E402
+from riskrank_jax.experiments.mcp_risk_eval import (annotations_only, choose_thresholds, dimension_row,  # noqa: E402
                                               gate_metrics, policy_fields, spec_defaults, TARGET_RECALL)
 from riskrank_jax.registry.dimensions import DimensionPolicy, must_confirm  # noqa: E402
 
@@ -118,7 +118,7 @@ def main(argv=None):
         print(f"fold {f}: {len(te)} test tools; thresholds {[chosen_per_fold[n][-1] for n in variants]}",
               file=sys.stderr)
 
-    from riskrank_jax.model.mcp_risk_eval import allowed_at_default, dimension_metrics
+    from riskrank_jax.experiments.mcp_risk_eval import allowed_at_default, dimension_metrics
 
     rows = {}
     for name in variants:

@@ -4,6 +4,7 @@
     rank.py     `riskrank-jax rank` and `riskrank-jax fit` over your own tool registries
     serve.py    `riskrank-jax serve`, the MCP gateway's options (riskrank_jax/serve does the work)
     options.py  options shared with `python -m riskrank_jax.sweep`, spelled the same in both
+    audit.py    `riskrank-jax registry audit`: each tool's level, dimensions, sources and call under the policy
 
 Why a separate folder on top: nothing below it parses arguments or prints, so the library stays callable.
 """

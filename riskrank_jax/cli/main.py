@@ -250,7 +250,7 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
     """
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
-    from riskrank_jax.registry import audit as audit_lib
+    from riskrank_jax.cli import audit as audit_lib
     from riskrank_jax.registry import load_registry
     from riskrank_jax.registry.risk import RiskPolicy
     from riskrank_jax.model.risk_head import RiskHead

@@ -15,6 +15,7 @@
     throughput.py  smoothing throughput (message passing vs scipy vs dense)
     reproducibility.py  what a rerun may differ by: flip bounds in query units, and the rule comparing two runs
     livemcp.py     the LiveMCPBench sweep: zero-shot rows over real MCP servers' tools (no training)
+    mcp_risk_eval.py the MCP risk model and its baselines judged by folds over servers (gate metrics)
 
 Why variants are data: adding a row to the tables touches variants.py only, and the sweep is a loop over them.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from riskrank_jax.model.mcp_risk import default_model
+from riskrank_jax.registry.mcp_risk import default_model
 from riskrank_jax.model.risk_head import RiskHead
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
@@ -49,7 +49,7 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
     """Embed every tool text (cached by text) and assess risk.
 
     By default by what each tool does (`registry.dimensions.assess_dimensions`: the learned risk model —
-    ``risk_model``, default the shipped `model.mcp_risk.default_model()` — keywords and MCP annotations under
+    ``risk_model``, default the shipped `registry.mcp_risk.default_model()` — keywords and MCP annotations under
     the specification's defaults; annotations trusted as ``policy`` says). With an explicit ``risk_head`` the
     level rule of `registry.risk.assess_risk` over that head's f_risk instead (no dimensions). A head or model
     trained for another encoder is refused."""
@@ -66,12 +66,14 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
     return RankingInputs(registry, emb, assess_dimensions_risk(registry, emb, str(encoder.model_id),
                                                                int(encoder.dim), policy, risk_model)[0],
                          registry.perm_mask(), str(encoder.model_id),
-                         _model_name(risk_model or default_model()))
+                         _model_name(risk_model or default_model(), registry))
 
 
-def _model_name(model) -> str:
+def _model_name(model, registry: Registry) -> str:
     if model is None:
         return "dimensions (no risk model)"
+    if all(r is not None for r in registry.declared_risk):
+        return "dimensions (every level declared: no risk model used)"
     c = model.corpus
     return f"dimensions: mcp risk model ({c.get('tools')} tools of {c.get('servers')} servers, {model.encoder_id})"
 
@@ -80,12 +82,13 @@ def assess_dimensions_risk(registry: Registry, emb, encoder_id: str, dim: int, p
                            risk_model=None):
     """(RiskAssessment with ``dimensions``, the probabilities float32 [N, 7] or None): the dimension assessment
     of a registry whose tool texts are embedded as emb [N, d] by ``encoder_id``, with ``risk_model`` (default
-    the shipped one; none shipped: keywords and annotations only)."""
+    the shipped one; none shipped: keywords and annotations only). A registry whose every tool declares its
+    level needs no model (and so no particular encoder)."""
     from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk
 
     model = risk_model or default_model()
     probs = None
-    if model is not None:
+    if model is not None and any(r is None for r in registry.declared_risk):  # a declared level is final
         model.check_encoder(encoder_id, dim)
         probs = model.probs(emb, registry.texts)
     trust = {"trust_annotations": policy.trust_annotations, "trusted_sources": tuple(policy.trusted_sources)}

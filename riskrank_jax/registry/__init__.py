@@ -8,7 +8,12 @@
     formats.py        format detection; adapters.py  entries -> `Tool` (tool.py) with clear errors
     jsontext.py       JSON that remembers each object's line, for error messages
     risk.py           `assess_risk`: each tool's level 1..5 and its source (declared, learned, keywords, mcp)
-    audit.py          `riskrank-jax registry audit`;  labelled.py  labelled tool sets for risk heads
+    dimensions.py     what a tool does (mutation, public sink, secret source, untrusted content, execution,
+                      money), each with its source, the MCP specification's defaults, and the one level function
+    arguments.py      decisions that depend on a call's arguments (one read-only SQL statement, shell commands)
+    mcp_risk.py       the learned dimension model over MCP tools (ships `model/mcp_risk_model.npz`)
+    mcp_corpus.py     the labelled corpus of real MCP servers' tools, and folds over servers
+    labelled.py       labelled tool sets for risk heads
     risk_agreement.py AUC / Spearman of a risk score against audited labels
 
 The learned risk head is `riskrank_jax.model.risk_head`. See docs/registry.md.

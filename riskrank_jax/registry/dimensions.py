@@ -52,7 +52,7 @@ import numpy as np
 
 from riskrank_jax.data.permissions import split_identifier
 from riskrank_jax.registry.registry import Registry
-from riskrank_jax.registry.risk import RISK_KEYWORDS, _clause_lines, _group_regexes
+from riskrank_jax.registry.risk import RISK_KEYWORDS, clause_lines, group_regexes
 
 MUTATIONS = ("read", "local_write", "destructive")
 FLAGS = ("public_sink", "secret_source", "untrusted_content", "execution", "money")
@@ -60,10 +60,11 @@ DIMENSIONS = ("mutation",) + FLAGS
 # what the policy can name: the mutation values other than read, and the flags
 DIMENSION_NAMES = ("local_write", "destructive") + FLAGS
 MUST_CONFIRM = ("destructive", "public_sink", "secret_source", "execution", "money")
+DEFAULT_ALLOW_LEVEL = 3  # the highest level a gateway lets through unconfirmed by default (serve.policy)
 _CLEAR_FLAGS = ("public_sink", "secret_source", "execution", "money")
 LEARNED_CLEARS = ("reads", "reversible")
 TRUSTED_READ = "mcp:readOnlyHint=true (trusted)"
-# the learned model's outputs, in order (riskrank_jax.model.mcp_risk)
+# the learned model's outputs, in order (riskrank_jax.registry.mcp_risk)
 MODEL_OUTPUTS = ("writes", "destructive") + FLAGS
 
 # Keyword rules per dimension, in the syntax of risk.RISK_KEYWORDS, matched on the name and description only.
@@ -215,10 +216,10 @@ def keyword_hits(texts) -> list[dict[str, str]]:
     """Per text: {dimension: the first words matched} for the DIMENSION_KEYWORDS that match its name and
     description (tool_text's " Parameters: " part is ignored)."""
     table = tuple((d, tuple(r)) for d, r in DIMENSION_KEYWORDS.items())
-    regexes = _group_regexes(table)
+    regexes = group_regexes(table)
     out = []
     for t in texts:
-        every, _ = _clause_lines(head_text(t))
+        every, _ = clause_lines(head_text(t))
         hits = {}
         nouns = _SINK_NOUNS.sub("noun", every)
         for (d, _), (anywhere, opens) in zip(table, regexes):
@@ -390,7 +391,7 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
     return RiskAssessment(levels, sources, cats, learned, ((levels - 1) / 4.0).astype(np.float32), groups, dims)
 
 
-__all__ = ["MUTATIONS", "FLAGS", "DIMENSIONS", "DIMENSION_NAMES", "MUST_CONFIRM", "MODEL_OUTPUTS",
+__all__ = ["DEFAULT_ALLOW_LEVEL", "MUTATIONS", "FLAGS", "DIMENSIONS", "DIMENSION_NAMES", "MUST_CONFIRM", "MODEL_OUTPUTS",
            "DIMENSION_KEYWORDS", "DimensionPolicy", "DimensionAssessment", "assess_dimensions",
            "level_from_dimensions", "must_confirm", "keyword_hits", "keyword_features", "N_KEYWORD_FEATURES", "argument_rule",
            "describe", "head_text", "assessment_to_risk"]

@@ -102,7 +102,7 @@ RISK_KEYWORDS: dict[str, tuple[str, ...]] = {
 DEFAULT_RISK_FLOORS = {"exec": 4, "money": 4, "credential": 4, "delete": 4, "message": 3}
 RULE_GAP = 3  # words allowed between a verb and its object ("Send a private direct message")
 
-# one line per clause (_clause_lines): a pattern's spaces are " +", so no match spans two clauses
+# one line per clause (clause_lines): a pattern's spaces are " +", so no match spans two clauses
 _NEGATED = r"\b(?<!\bwithout )(?<!\bnot )(?<!\bnever )(?<!\bno )(?<!\bcannot )(?<!n't )"
 _OPENERS = r"\b(?:and|or|then|to|also|will|can|may) +"
 _CLAUSES = re.compile(r"[.;:!?](?=\s|$)|[()\[\]{}]")
@@ -191,7 +191,7 @@ def rule_pattern(rule: str) -> tuple[str, bool]:
 
 
 @lru_cache(maxsize=4)
-def _group_regexes(table: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tuple[re.Pattern | None, ...], ...]:
+def group_regexes(table: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tuple[re.Pattern | None, ...], ...]:
     """Per group: (regex of the rules that match anywhere, regex of the clause-opening rules), None if none."""
     out = []
     for _, rules in table:
@@ -202,7 +202,7 @@ def _group_regexes(table: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[tupl
     return tuple(out)
 
 
-def _clause_lines(text: str) -> tuple[str, str]:
+def clause_lines(text: str) -> tuple[str, str]:
     """(every clause, the clauses of the name and description), one line each, in lower-cased words separated
     by single spaces (as split_identifier makes them); tool_text puts the parameters after " Parameters: "."""
     def lines(part: str) -> str:  # split_identifier keeps the "\n" between clauses
@@ -216,10 +216,10 @@ def _clause_lines(text: str) -> tuple[str, str]:
 def risk_keyword_mask(texts, table: dict[str, tuple[str, ...]] | None = None) -> np.ndarray:
     """bool [N, G]: risk keyword group g (in `table` order, default RISK_KEYWORDS) matches text i."""
     table = RISK_KEYWORDS if table is None else table
-    regexes = _group_regexes(tuple((g, tuple(r)) for g, r in table.items()))
+    regexes = group_regexes(tuple((g, tuple(r)) for g, r in table.items()))
     out = np.zeros((len(texts), len(regexes)), dtype=bool)
     for i, t in enumerate(texts):
-        every, opening = _clause_lines(t)
+        every, opening = clause_lines(t)
         for g, (anywhere, opens) in enumerate(regexes):
             out[i, g] = bool((anywhere is not None and anywhere.search(every))
                              or (opens is not None and opens.search(opening)))

@@ -30,10 +30,10 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from riskrank_jax.registry.dimensions import DIMENSION_NAMES, FLAGS, MUTATIONS, describe, level_from_dimensions
+from riskrank_jax.registry.dimensions import (DEFAULT_ALLOW_LEVEL, DIMENSION_NAMES, FLAGS, MUTATIONS, describe,
+                                              level_from_dimensions)
 
 CONFIRM_MODES = ("elicit", "refuse")
-DEFAULT_ALLOW_LEVEL = 3
 FLOW_DIMENSIONS = ("public_sink", "destructive", "secret_source")  # asked for after untrusted content
 
 

@@ -53,7 +53,7 @@ def dimension_metrics(mut_pred, flags_pred, mutation, flags) -> dict:
 
 def allowed_at_default(levels) -> np.ndarray:
     """bool [N]: the default policy (allow_level 3, no arguments known) lets the tool through."""
-    from riskrank_jax.serve.policy import DEFAULT_ALLOW_LEVEL
+    from riskrank_jax.registry.dimensions import DEFAULT_ALLOW_LEVEL
 
     return np.asarray(levels) <= DEFAULT_ALLOW_LEVEL
 

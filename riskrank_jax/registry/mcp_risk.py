@@ -7,7 +7,7 @@ layer, seven sigmoid outputs, trained by binary cross-entropy on a labelled corp
 (experiments/mcp_risk/corpus, docs/risk_rubric.md), full batch, Adam, an ensemble of ``seeds`` members whose
 probabilities are averaged. Deterministic: the same corpus, encoder and config give the same file.
 
-The shipped model (`default_model()`, ``mcp_risk_model.npz`` beside this module) is trained on the whole
+The shipped model (`default_model()`, ``riskrank_jax/model/mcp_risk_model.npz``, package data) is trained on the whole
 corpus; its file records the corpus fingerprint, the encoder and the held-out figures of
 experiments/mcp_risk (folds over servers). `riskrank_jax.registry.dimensions.assess_dimensions` reads its
 probabilities.
