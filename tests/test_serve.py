@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "gateway"
 sys.path.insert(0, str(EXAMPLES))
 from session import config_for, transcript  # noqa: E402
+from local_ports import free_port, wait_port  # noqa: E402
 
 
 def _calls(path: Path) -> list[dict]:
@@ -332,24 +332,6 @@ def test_killed_server_reports_error_search_goes_on_and_it_restarts(stdio_gatewa
 # ---------------------------------------------------------------------------------------------- over HTTP
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
-
-
 def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_path, gateway_cache):
     import httpx2
     import mcp_types as types
@@ -358,7 +340,7 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     calls = tmp_path / "calls.jsonl"
-    tickets_port, gw_port = _free_port(), _free_port()
+    tickets_port, gw_port = free_port(), free_port()
     tickets = subprocess.Popen([sys.executable, str(EXAMPLES / "tickets_http_server.py"), str(tickets_port)],
                                env={**os.environ, "CALLS_LOG": str(calls)}, stderr=subprocess.DEVNULL)
     cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["delete_file"],
@@ -373,8 +355,8 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
                            "--http", f"127.0.0.1:{gw_port}", "--token-file", str(tmp_path / "token"),
                            "--audit-log", str(audit)], env=_gateway_env(gateway_cache), stderr=subprocess.PIPE)
     try:
-        _wait_port(tickets_port, tickets)
-        _wait_port(gw_port, gw)
+        wait_port(tickets_port, tickets)
+        wait_port(gw_port, gw)
         url = f"http://127.0.0.1:{gw_port}/mcp"
         r = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert r.status_code == 401

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -25,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import published_servers  # noqa: E402
+from local_ports import free_port, wait_port  # noqa: E402
 
 # server -> (tools it lists, protocol revision the gateway negotiates with it)
 EXPECTED = {
@@ -37,24 +36,6 @@ EXPECTED = {
     "calculator": (1, "2025-11-25"), "sqlite": (6, "2025-11-25"),
 }
 TOKEN = "published-servers-token-0123"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, seconds: float = 180) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +55,7 @@ def gateway(bins, tmp_path_factory):
     (work / "notes.txt").write_text("hello from the filesystem server\n")
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "README.md").write_text("draft\n")
-    http_port, gw_port = _free_port(), _free_port()
+    http_port, gw_port = free_port(), free_port()
     everything = subprocess.Popen([str(bins["mcp-server-everything"]), "streamableHttp"],
                                   env=dict(os.environ, PORT=str(http_port)),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -106,8 +87,8 @@ def gateway(bins, tmp_path_factory):
                            "--http", f"127.0.0.1:{gw_port}", "--token-file", str(d / "token"),
                            "--audit-log", str(d / "audit.jsonl")], env=env, stderr=stderr)
     try:
-        _wait_port(http_port, everything)
-        _wait_port(gw_port, gw)
+        wait_port(http_port, everything, seconds=180)
+        wait_port(gw_port, gw, seconds=180)
         yield f"http://127.0.0.1:{gw_port}/mcp", d
     finally:
         for p in (gw, everything):
