@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from riskrank_jax.data.jsonl import read_jsonl
 from riskrank_jax.data.types import QuerySet
 from riskrank_jax.errors import DataError
 
@@ -216,14 +217,8 @@ def risk_labels(bench: LiveMcpBench, path: Path) -> dict | None:
     confirm = np.zeros(bench.size, bool)
     destructive = np.zeros(bench.size, bool)
     covered = np.zeros(bench.size, bool)
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"malformed JSON ({e.msg})", path, lineno) from None
-        if not isinstance(rec, dict) or rec.get("source") not in (None, "livemcpbench"):
+    for _, rec in read_jsonl(path):
+        if rec.get("source") not in (None, "livemcpbench"):
             continue
         i = index.get((rec.get("server"), rec.get("tool")))
         if i is None:
