@@ -232,30 +232,41 @@ class RiskHead:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"format": HEAD_FORMAT, "encoder_id": self.encoder_id, "trained_on": self.trained_on,
                 "n_tools": self.n_tools, "config": asdict(self.config), "text_version": self.text_version,
                 "metrics": self.metrics}
-        with path.open("wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta)), **{k: np.asarray(self.params[k], np.float32)
-                                                              for k in PARAM_KEYS})
-        return path
+        return save_params_npz(path, meta, self.params, PARAM_KEYS)
 
     @classmethod
     def load(cls, path: str | Path) -> "RiskHead":
         path = Path(path)
-        if not path.is_file():
-            raise RiskHeadError("risk head file not found", path)
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                params = {k: np.asarray(z[k], np.float32) for k in PARAM_KEYS}
-        except (OSError, ValueError, KeyError) as e:
-            raise RiskHeadError(f"not a risk head file ({type(e).__name__}: {e})", path) from None
+        meta, params = load_params_npz(path, PARAM_KEYS, "risk head")
         if meta.get("format") != HEAD_FORMAT:
             raise RiskHeadError(f"not a risk head file (format {meta.get('format')!r})", path)
         return cls(params, meta["encoder_id"], meta["trained_on"], int(meta["n_tools"]),
                    HeadConfig(**meta.get("config", {})), meta.get("text_version", ""), meta.get("metrics", {}))
+
+
+def save_params_npz(path: Path, meta: dict, params: dict, keys, *, sort_keys: bool = False) -> Path:
+    """Write ``params[k]`` (float32) for ``keys`` and the JSON ``meta`` to one .npz at ``path`` (its folder
+    made); the file format of the risk head and the MCP risk model."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=sort_keys)),
+                 **{k: np.asarray(params[k], np.float32) for k in keys})
+    return path
+
+
+def load_params_npz(path: Path, keys, kind: str) -> tuple[dict, dict]:
+    """(meta, {k: float32 array}) of a file written by ``save_params_npz``; RiskHeadError naming ``kind`` and
+    the file when it is missing or unreadable."""
+    if not path.is_file():
+        raise RiskHeadError(f"{kind} file not found", path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return json.loads(str(z["meta"])), {k: np.asarray(z[k], np.float32) for k in keys}
+    except (OSError, ValueError, KeyError) as e:
+        raise RiskHeadError(f"not a {kind} file ({type(e).__name__}: {e})", path) from None
 
 
 def default_head_path() -> Path:

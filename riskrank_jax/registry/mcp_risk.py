@@ -18,7 +18,6 @@ Why the keyword features: a few hundred labelled servers are too few for the emb
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache, partial
 from importlib import resources
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from riskrank_jax.errors import RiskHeadError
-from riskrank_jax.model.risk_head import TEXT_VERSION
+from riskrank_jax.model.risk_head import TEXT_VERSION, load_params_npz, save_params_npz
 from riskrank_jax.registry.dimensions import FLAGS, MODEL_OUTPUTS, MUTATIONS, N_KEYWORD_FEATURES, keyword_features
 
 MODEL_FORMAT = "riskrank-mcp-risk-v1"
@@ -173,27 +172,16 @@ class RiskModel:
 
     def save(self, path) -> Path:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"format": MODEL_FORMAT, "encoder_id": self.encoder_id, "corpus": self.corpus,
                 "config": asdict(self.config), "text_version": self.text_version, "metrics": self.metrics,
                 "thresholds": self.thresholds,
                 "outputs": list(MODEL_OUTPUTS), "mutations": list(MUTATIONS), "flags": list(FLAGS)}
-        with path.open("wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)),
-                     **{k: np.asarray(self.params[k], np.float32) for k in PARAM_KEYS})
-        return path
+        return save_params_npz(path, meta, self.params, PARAM_KEYS, sort_keys=True)
 
     @classmethod
     def load(cls, path) -> "RiskModel":
         path = Path(path)
-        if not path.is_file():
-            raise RiskHeadError("risk model file not found", path)
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                params = {k: np.asarray(z[k], np.float32) for k in PARAM_KEYS}
-        except (OSError, ValueError, KeyError) as e:
-            raise RiskHeadError(f"not a risk model file ({type(e).__name__}: {e})", path) from None
+        meta, params = load_params_npz(path, PARAM_KEYS, "risk model")
         if meta.get("format") != MODEL_FORMAT or meta.get("outputs") != list(MODEL_OUTPUTS):
             raise RiskHeadError(f"not a risk model file of this version (format {meta.get('format')!r})", path)
         cfg = dict(meta.get("config", {}))
