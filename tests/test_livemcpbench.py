@@ -99,8 +99,9 @@ def test_risk_labels_from_the_corpus_lines(bench, tmp_path):
     assert risk_labels(bench, tmp_path / "absent.jsonl") is None
 
 
-@pytest.mark.realdata
-def test_the_real_benchmark():
+@pytest.fixture(scope="module")
+def real_root():
+    """The real LiveMCPBench directory; skips the test (saying why) when it is absent."""
     from riskrank_jax.paths import resolve_data_dir
 
     try:
@@ -109,7 +110,12 @@ def test_the_real_benchmark():
         root = None
     if root is None or not root.is_dir():
         pytest.skip("LiveMCPBench not found: set RISKRANK_DATA to a directory holding livemcpbench/")
-    b = load_livemcpbench(root)
+    return root
+
+
+@pytest.mark.realdata
+def test_the_real_benchmark(real_root):
+    b = load_livemcpbench(real_root)
     counts = (b.size, b.servers.size, b.notes["distinct_names"], b.notes["names_on_several_servers"])
     assert counts == (527, 70, 510, 13)
     assert b.notes["tasks"] == 95 and b.queries.size == 94 and len(b.unmatched) == 5
@@ -260,18 +266,12 @@ def test_the_sweep_rows_on_the_fixture(bench, encoder, tmp_path):
 
 
 @pytest.mark.realdata
-def test_the_committed_livemcpbench_results_are_reproduced(tmp_path):
+def test_the_committed_livemcpbench_results_are_reproduced(tmp_path, real_root):
     """A rerun of the sweep on the real files gives the committed rows (within the cross-machine tolerance)."""
     from riskrank_jax.experiments import livemcp
     from riskrank_jax.experiments.config import default_config, with_overrides
-    from riskrank_jax.paths import REFERENCE_RESULTS_DIR, resolve_data_dir
+    from riskrank_jax.paths import REFERENCE_RESULTS_DIR
 
-    try:
-        root = resolve_data_dir() / "livemcpbench"
-    except DataError:
-        root = None
-    if root is None or not root.is_dir():
-        pytest.skip("LiveMCPBench not found: set RISKRANK_DATA to a directory holding livemcpbench/")
     committed = json.loads((REFERENCE_RESULTS_DIR / "livemcpbench" / "results.json").read_text())
     cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": committed["config"]["mcp"]["risk_labels"]})
     res = livemcp.run_livemcpbench(cfg, tmp_path, report_to=lambda s: None)
