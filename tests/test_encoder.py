@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from riskrank_jax.encode import encoder as encoder_mod
+from riskrank_jax.encode import hf
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
 from riskrank_jax.encode.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder,
                                          load_encoder_lazily, read_sentence_config)
@@ -322,9 +323,9 @@ def test_weights_are_read_without_transformers_as_transformers_reads_them(minilm
     from flax.traverse_util import flatten_dict
 
     for model_dir in (default_model_dir(), tiny_cls[0]):
-        files = encoder_mod._weight_files(model_dir)
+        files = hf.weight_files(model_dir)
         direct = flatten_dict(encoder_mod._direct_params(files, encoder_mod._bert_fields(model_dir)))
-        _, ref = encoder_mod._load_flax_params(model_dir, encoder_mod._read_bert_config(model_dir), files)
+        ref = encoder_mod._load_flax_params(model_dir, encoder_mod._read_bert_config(model_dir), files)
         ref = {k: v for k, v in flatten_dict(ref).items() if k[0] != "pooler"}  # the pooler is never used
         assert direct.keys() == ref.keys()
         assert all(direct[k].dtype == np.float32 and np.array_equal(direct[k], ref[k]) for k in ref)
@@ -337,10 +338,10 @@ def test_a_second_load_uses_the_saved_state_without_transformers(minilm, referen
     sents = reference["sentences"]
     code = (
         "import json, sys\n"
-        "from riskrank_jax.encode import encoder as E\n"
+        "from riskrank_jax.encode import encoder as E, hf\n"
         "hashed = []\n"
-        "_sha = E._sha256_files\n"
-        "E._sha256_files = lambda paths, *a: hashed.extend(str(p) for p in paths) or _sha(paths, *a)\n"
+        "_sha = hf.sha256_files\n"
+        "hf.sha256_files = lambda paths, *a: hashed.extend(str(p) for p in paths) or _sha(paths, *a)\n"
         "e = E.load_encoder()\n"
         f"v = e.encode({sents!r}, batch_size=8)\n"
         "print(json.dumps({'id': e.model_id, 'ids': e.tokenize(%r), 'v': v.tolist(), 'hashed': hashed,\n"

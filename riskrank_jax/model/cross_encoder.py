@@ -17,10 +17,9 @@ baselines (``BASELINE_RERANKERS``) run the same code. Two kinds of model:
 - "monot5": T5 on ``Query: q Document: d Relevant:``, scored as logit("true") − logit("false") at the first
   decoder step (the document is truncated, the ``Relevant:`` suffix kept).
 
-Weights are read without transformers' random initialisation (the model is built with ``_do_init=False``
-and its parameters filled from safetensors / msgpack files, PyTorch names renamed by transformers'
-``rename_key_and_reshape_tensor``); a head or pooler the files lack is initialised from a fixed seed. Only a
-PyTorch ``.bin`` file goes through ``from_pretrained(from_pt=True)``, which needs torch. Pairs are scored
+Weights are read by riskrank_jax/encode/hf.py, the one Hugging Face loader (the model is built with
+``_do_init=False`` and its parameters filled from safetensors / msgpack files, without transformers' random
+initialisation); a head or pooler the files lack is initialised from a fixed seed. Pairs are scored
 under ``jax.jit`` sorted by length, in batches padded to a multiple of 16 tokens (and a power of two of rows
 when a batch is short), so few shapes compile.
 
@@ -44,12 +43,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import time
-import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +55,9 @@ import numpy as np
 import optax
 
 from riskrank_jax import metrics
+from riskrank_jax.encode import hf
 from riskrank_jax.encode.encoder import default_model_dir
+from riskrank_jax.encode.hf import WeightsAbsent
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.checkpoints import RunStore, hash_arrays
 from riskrank_jax.retrieve.hybrid import zscore
@@ -78,12 +76,7 @@ BASELINE_KINDS = {"ce_minilm_l6": "classifier", "ce_minilm_l12": "classifier", "
 LENGTH_MULTIPLE = 16  # pair lengths are padded to a multiple of this
 PROGRESS_MIN_PAIRS = 2000  # ce_scores_for shows a bar from this many pairs
 NOT_RUN_ABSENT = "not run: weights absent"
-_HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.msgpack"]
 _NEG = -1e9  # logit of a padded list slot
-
-
-class WeightsAbsent(RiskRankError):
-    """A cross-encoder's weights are neither on this machine nor downloadable (offline, or no such repo)."""
 
 
 @dataclass(frozen=True)
@@ -243,86 +236,6 @@ class CrossEncoder:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _quiet_transformers():
-    """transformers warns that its Flax classes are deprecated and lists unused weights; neither is actionable."""
-    from transformers.utils import logging as hf_logging
-
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            yield
-    finally:
-        hf_logging.set_verbosity(old)
-
-
-def _network_available(timeout: float = 3.0) -> bool:
-    """Whether the hub can be reached: False when HF_HUB_OFFLINE is set or its host does not answer (a proxy in
-    the environment counts as online: the hub client goes through it)."""
-    import socket
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
-        return False
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return True
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def _weight_files(model_dir: Path) -> list[Path]:
-    """The weight file(s) of a directory, in the order they are read (first kind found wins)."""
-    for index in ("model.safetensors.index.json", "flax_model.msgpack.index.json"):
-        if (model_dir / index).is_file():
-            shards = sorted(set(json.loads((model_dir / index).read_text())["weight_map"].values()))
-            return [model_dir / s for s in shards]
-    return [model_dir / n for n in ("model.safetensors", "flax_model.msgpack", "pytorch_model.bin")
-            if (model_dir / n).is_file()][:1]
-
-
-def _hub_snapshot(repo_id: str) -> Path:
-    """A local snapshot of a hub repository: the cache first, then a download when online; else WeightsAbsent."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        path = Path(snapshot_download(repo_id, local_files_only=True, allow_patterns=_HUB_PATTERNS))
-        if _weight_files(path):
-            return path
-    except Exception:  # noqa: BLE001, S110 - not cached (or partly): the network below
-        pass
-    if not _network_available():
-        raise WeightsAbsent(
-            f"{repo_id}: the weights are not in the Hugging Face cache on this machine and the hub cannot be "
-            f"reached (offline). Download them where there is network (`huggingface-cli download {repo_id}`) "
-            "and copy the cache, or pass a local model directory.")
-    try:
-        path = Path(snapshot_download(repo_id, allow_patterns=_HUB_PATTERNS))
-    except Exception as e:  # no such repository, gated, network error
-        raise WeightsAbsent(f"{repo_id}: cannot download the weights ({type(e).__name__}: {e})") from e
-    if not _weight_files(path):
-        raise WeightsAbsent(f"{repo_id}: the repository has no safetensors or Flax weights")
-    return path
-
-
-def _resolve_model_dir(name_or_path: str | os.PathLike) -> Path:
-    """A local model directory for a path or a hub id; a path that does not exist is a RiskRankError naming it."""
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise RiskRankError(f"{path}: not a directory (a cross-encoder is a Hugging Face model directory)")
-        return path.resolve()
-    if isinstance(name_or_path, os.PathLike) or text.startswith(("/", ".", "~")) or text.count("/") > 1:
-        raise RiskRankError(f"{path}: no such model directory")
-    return _hub_snapshot(text)
-
-
 class _ClipCompatNumpy:
     """``jax.numpy`` with a ``clip`` that also takes the ``a_min`` / ``a_max`` keywords newer jax removed."""
 
@@ -362,36 +275,6 @@ def _flax_class(config, kind: str, model_dir: Path):
                             f"{config.model_type!r}") from None
 
 
-def _read_weights(files: list[Path], target: dict, prefix: str) -> dict:
-    """{flat key in ``target``: float32 array} of the tensors in safetensors / msgpack ``files``; PyTorch names
-    are renamed (and reshaped) as transformers does; the base-model prefix is added or dropped to fit."""
-    from flax.serialization import msgpack_restore
-    from flax.traverse_util import flatten_dict
-    from safetensors import safe_open
-    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
-
-    def fit(key: tuple) -> tuple:
-        if key not in target and (prefix,) + key in target:
-            return (prefix,) + key
-        return key[1:] if key not in target and key[0] == prefix and key[1:] in target else key
-
-    loaded: dict[tuple, np.ndarray] = {}
-    for f in files:
-        if f.suffix == ".msgpack":
-            for key, arr in flatten_dict(msgpack_restore(f.read_bytes())).items():
-                loaded[fit(tuple(key))] = np.asarray(arr, np.float32)
-            continue
-        with safe_open(str(f), framework="flax") as st:
-            pt = (st.metadata() or {}).get("format", "pt") == "pt"
-            for k in st.keys():  # noqa: SIM118 - a safetensors handle, not a dict
-                arr = np.asarray(jax.device_get(st.get_tensor(k).astype(jnp.float32)))
-                key = tuple(k.split("."))
-                if pt:
-                    key, arr = rename_key_and_reshape_tensor(key, arr, target, prefix)
-                loaded[fit(key)] = arr
-    return {k: v for k, v in loaded.items() if k in target}
-
-
 def _new_weight(key: tuple, shape: tuple, rng: np.random.Generator, init_range: float) -> np.ndarray:
     """A weight the files lack (a new head or pooler): kernels N(0, init_range²), LayerNorm scales 1, else 0."""
     if key[-1] == "kernel":
@@ -399,73 +282,43 @@ def _new_weight(key: tuple, shape: tuple, rng: np.random.Generator, init_range: 
     return np.ones(shape, np.float32) if key[-1] == "scale" else np.zeros(shape, np.float32)
 
 
-def _complete_params(model_dir: Path, model, loaded: dict, seed: int) -> dict:
+def _complete_params(model_dir: Path, files: list[Path], model, loaded: dict, seed: int) -> dict:
     """The full parameter tree: ``loaded`` plus new heads / poolers from ``seed``; a missing or mis-shaped body
     weight is a RiskRankError."""
     from flax.traverse_util import flatten_dict, unflatten_dict
 
-    target = flatten_dict(model.params_shape_tree)
     rng = np.random.default_rng([int(seed), 29])
     init_range = float(getattr(model.config, "initializer_range", 0.02))
-    params, missing = {}, []
-    for key in sorted(target):
-        shape = tuple(target[key].shape)
-        if key in loaded:
-            if tuple(loaded[key].shape) != shape:
-                raise RiskRankError(f"{model_dir}: weight {'.'.join(key)} has shape {loaded[key].shape}, the "
-                                    f"config expects {shape}")
-            params[key] = loaded[key]
-        elif "classifier" in key or "pooler" in key or "score" in key:
-            params[key] = _new_weight(key, shape, rng, init_range)
-        else:
-            missing.append(".".join(key))
-    if missing:
-        raise RiskRankError(f"{model_dir}: {len(missing)} weight(s) missing, e.g. {missing[:3]}")
+
+    def new(key: tuple, shape: tuple) -> np.ndarray | None:
+        is_head = "classifier" in key or "pooler" in key or "score" in key
+        return _new_weight(key, shape, rng, init_range) if is_head else None
+
+    params = hf.complete_params(model_dir, files, flatten_dict(model.params_shape_tree), loaded, new)
     return jax.tree.map(jnp.asarray, unflatten_dict(params))
-
-
-def _params_from_bin(model_dir: Path, cls, config):
-    """Params of a PyTorch .bin checkpoint through ``from_pretrained(from_pt=True)`` (needs torch)."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RiskRankError(f"{model_dir}: only PyTorch .bin weights, which need torch to read") from None
-    with _quiet_transformers():
-        return cls.from_pretrained(str(model_dir), config=config, from_pt=True, local_files_only=True).params
 
 
 def _load_dir(model_dir: Path, name: str, kind: str | None, max_tokens: int, seed: int,
               num_labels: int | None = None) -> CrossEncoder:
-    from transformers import AutoConfig, AutoTokenizer
-
-    if not (model_dir / "config.json").is_file():
-        raise RiskRankError(f"{model_dir}: no config.json, not a Hugging Face model directory")
-    extra = {} if num_labels is None else {"num_labels": num_labels}
-    with _quiet_transformers():
-        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True, **extra)
+    config = hf.load_config(model_dir, **({} if num_labels is None else {"num_labels": num_labels}))
     kind = kind or ("monot5" if config.model_type == "t5" else "classifier")
     cls = _flax_class(config, kind, model_dir)
-    files = _weight_files(model_dir)
+    files = hf.weight_files(model_dir)
     if not files:
         raise WeightsAbsent(f"{model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)")
-    with _quiet_transformers():
+    with hf.quiet_transformers():
         model = cls(config, _do_init=False)
     if files[0].suffix == ".bin":
-        params = _params_from_bin(model_dir, cls, config)
+        params = hf.params_from_pytorch_bin(model_dir, cls, config)
     else:
         from flax.traverse_util import flatten_dict
 
         try:
-            loaded = _read_weights(files, flatten_dict(model.params_shape_tree), model.base_model_prefix)
+            loaded = hf.read_weight_files(files, flatten_dict(model.params_shape_tree), model.base_model_prefix)
         except Exception as e:  # damaged files: reported with the directory named
             raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
-        params = _complete_params(model_dir, model, loaded, seed)
-    try:
-        with _quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    except Exception as e:
-        raise RiskRankError(f"{model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
-    return CrossEncoder(model, params, tokenizer, kind, name, max_tokens=max_tokens)
+        params = _complete_params(model_dir, files, model, loaded, seed)
+    return CrossEncoder(model, params, hf.load_tokenizer(model_dir), kind, name, max_tokens=max_tokens)
 
 
 def load_cross_encoder(name_or_path: str | os.PathLike, *, kind: str | None = None, max_tokens: int = 128,
@@ -473,7 +326,7 @@ def load_cross_encoder(name_or_path: str | os.PathLike, *, kind: str | None = No
     """A cross-encoder from a local Hugging Face directory or a hub id (the local cache first, then a download
     when online). kind: "classifier" or "monot5" (None: "monot5" for T5, else "classifier"); seed: of a head
     the weights lack. Raises WeightsAbsent when the weights cannot be had, RiskRankError for a bad path."""
-    model_dir = _resolve_model_dir(name_or_path)
+    model_dir = hf.resolve_model_dir(name_or_path)
     return _load_dir(model_dir, str(name_or_path), kind, max_tokens, seed)
 
 

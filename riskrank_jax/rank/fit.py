@@ -188,7 +188,7 @@ def _check_tune(config: FitConfig, zero: Ranker, gold) -> None:
         return
     enc = zero.query_encoder()
     enc = enc.load() if hasattr(enc, "load") else enc  # a LazyEncoder: tuning needs the weights
-    n_layers = enc._shape.num_layers
+    n_layers = enc.shape.num_layers
     if not 1 <= tune.layers <= n_layers:
         raise RankerError(f"the encoder {enc.model_id} has {n_layers} transformer layers; the tuned layers "
                           f"(--tune-layers) must be 1..{n_layers}, got {tune.layers}")
@@ -229,7 +229,7 @@ class _TuneRun:
                 texts.append(q)
             rows.append(where[q])
         self.tool_rows, self.query_rows = np.arange(zero.size), np.asarray(rows, np.int64)
-        self.states = TextStates.build(self.enc, texts, self.enc._shape.num_layers - self.tune.layers,
+        self.states = TextStates.build(self.enc, texts, self.enc.shape.num_layers - self.tune.layers,
                                        progress=progress)
         self.hard = self._hard_negatives(q_emb)
         self.seconds = {"tune_states": round(time.perf_counter() - t0, 1)}
