@@ -72,7 +72,8 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from riskrank_jax.encode.encoder import default_model_dir, load_encoder
+    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.sentence_config import default_model_dir
 
     texts, source = load_texts(args.data_dir)
     model_dir = Path(args.encoder).resolve() if args.encoder else default_model_dir()

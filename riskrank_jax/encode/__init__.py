@@ -1,11 +1,17 @@
 """Texts to embeddings: a frozen BERT-family sentence encoder in JAX and an on-disk cache.
 
     encoder.py          `load_encoder` / `load_encoder_lazily`: texts -> float32 [n, d], L2-normalised
-    bert.py             the BERT forward pass over packed rows (block-diagonal attention)
+    sentence_config.py  the embedded default model and what a model's sentence-transformers files say (pooling,
+                        length, casing)
+    tokenizer.py        texts to token ids: the input check, the tokenizer files' hash, the saved fast tokenizer
+    batching.py         token ids into batches of packed rows of one token count, sharded over a 1-D device mesh
     token_packing.py    best-fit-decreasing packing of token sequences into fixed-length rows
-    embedding_cache.py  each unique text encoded once per encoder (`EmbeddingCache`, `embed_texts`)
+    bert.py             the BERT forward pass over packed rows (block-diagonal attention)
+    bert_weights.py     a BERT directory's config and weights as FlaxBertModel's tree (read directly or through hf)
+    load_state.py       what one load leaves in the cache for the next (weights' hash, tokenizer state)
     hf.py               Hugging Face model directories: weight files, safetensors / msgpack / .bin readers, hub
                         snapshots, quiet transformers (the bi-encoder, the tuner and the cross-encoder load through it)
+    embedding_cache.py  each unique text encoded once per encoder (`EmbeddingCache`, `embed_texts`)
 
 Why packed rows and a cache: the encoder is the slowest stage, so no compute goes to padding or to a text twice.
 """

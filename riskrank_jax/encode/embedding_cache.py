@@ -35,7 +35,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from riskrank_jax.encode.encoder import check_texts
+from riskrank_jax.encode.tokenizer import check_texts
 from riskrank_jax.errors import CacheError, RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
 

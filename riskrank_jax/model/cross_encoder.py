@@ -56,7 +56,7 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.encode import hf
-from riskrank_jax.encode.encoder import default_model_dir
+from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.encode.hf import WeightsAbsent
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.checkpoints import RunStore, hash_arrays

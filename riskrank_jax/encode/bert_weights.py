@@ -1,0 +1,150 @@
+"""A BERT model directory's config and weights as FlaxBertModel's parameter tree (what encode/bert.py packs).
+
+    fields = bert_fields(model_dir)            # BertFields from config.json alone (None: not plain BERT)
+    params = direct_params(files, fields)      # safetensors read straight, without transformers or flax
+    params = flax_params(model_dir, read_bert_config(model_dir), files)   # any layout, through encode/hf.py
+
+A plain BERT `config.json` and float32/float16 safetensors weights are read directly (the same arrays as
+transformers' FlaxBertModel loading; ``direct_params``), so a warm start imports neither transformers nor flax;
+other layouts (.bin, msgpack, bf16 tensors) load through transformers (``flax_params``). The arrays are the same.
+
+Why two readers: the direct one keeps transformers out of a start; the other reads everything transformers reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from riskrank_jax.encode import hf
+from riskrank_jax.errors import RiskRankError
+
+
+def read_bert_config(model_dir: Path):
+    """The model's transformers BertConfig; a clear error when config.json is missing or not BERT."""
+    config = hf.load_config(model_dir)
+    if config.model_type != "bert":
+        raise RiskRankError(
+            f"{model_dir / 'config.json'}: model_type {config.model_type!r} is not supported; this encoder runs "
+            "BERT models (model_type 'bert', e.g. all-MiniLM, BGE)"
+        )
+    return config
+
+
+@dataclass(frozen=True)
+class BertFields:
+    """The numbers of a BERT config.json the encoder reads, with transformers' BertConfig defaults."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+
+
+def bert_fields(model_dir: Path) -> BertFields | None:
+    """BertFields from config.json alone (no transformers import); None unless it is a plain BERT config, in
+    which case transformers' BertConfig reads it (and reports what is wrong)."""
+    import dataclasses
+
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text())
+        if not isinstance(cfg, dict) or cfg.get("model_type") != "bert":
+            return None
+        return BertFields(**{f.name: type(f.default)(cfg[f.name]) for f in dataclasses.fields(BertFields)
+                             if f.name in cfg})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+_PT_LAYER_NAMES = {"weight": "kernel", "gamma": "scale", "beta": "bias"}
+
+
+def direct_params(files: list[Path], fields: BertFields) -> dict | None:
+    """FlaxBertModel's parameter tree read straight from safetensors files (PyTorch or Flax layout), without
+    transformers or flax: the same arrays transformers' `rename_key_and_reshape_tensor` gives (PyTorch Linear
+    weights transposed to kernels, LayerNorm weight/gamma -> scale, beta -> bias, embedding weight -> embedding).
+    None when a file is not safetensors, a tensor is not numpy-readable, or a weight the forward pass needs is
+    missing or mis-shaped (then ``flax_params`` reads them and names the problem)."""
+    if not files or any(f.suffix != ".safetensors" for f in files):
+        return None
+    try:
+        from safetensors import safe_open
+
+        flat: dict[tuple[str, ...], np.ndarray] = {}
+        for f in files:
+            with safe_open(str(f), framework="numpy") as st:
+                pt = (st.metadata() or {}).get("format", "pt") == "pt"
+                for k in st.keys():
+                    key = tuple(k.split("."))
+                    key = key[1:] if key[0] == "bert" and len(key) > 1 else key
+                    if key[0] not in ("embeddings", "encoder") or key[-1] == "position_ids":
+                        continue
+                    arr = np.asarray(st.get_tensor(k), dtype=np.float32)
+                    if pt:
+                        if key[0] == "embeddings" and key[1].endswith("_embeddings") and key[-1] == "weight":
+                            key = key[:-1] + ("embedding",)
+                        elif len(key) > 1 and key[-2] == "LayerNorm" and key[-1] in ("weight", "gamma"):
+                            key = key[:-1] + ("scale",)
+                        elif key[-1] in _PT_LAYER_NAMES:
+                            if key[-1] == "weight":
+                                arr = arr.T
+                            key = key[:-1] + (_PT_LAYER_NAMES[key[-1]],)
+                    flat[key] = arr
+    except Exception:  # noqa: BLE001 - bf16 tensors (no numpy dtype), damaged files: the transformers path reads them
+        return None
+    h, i = fields.hidden_size, fields.intermediate_size
+    want = {("embeddings", "word_embeddings", "embedding"): (fields.vocab_size, h),
+            ("embeddings", "position_embeddings", "embedding"): (fields.max_position_embeddings, h),
+            ("embeddings", "token_type_embeddings", "embedding"): (fields.type_vocab_size, h),
+            ("embeddings", "LayerNorm", "scale"): (h,), ("embeddings", "LayerNorm", "bias"): (h,)}
+    for n in range(fields.num_hidden_layers):
+        base = ("encoder", "layer", str(n))
+        for sub, shape in ((("attention", "self", "query"), (h, h)), (("attention", "self", "key"), (h, h)),
+                           (("attention", "self", "value"), (h, h)), (("attention", "output", "dense"), (h, h)),
+                           (("intermediate", "dense"), (h, i)), (("output", "dense"), (i, h))):
+            want[base + sub + ("kernel",)] = shape
+            want[base + sub + ("bias",)] = shape[1:]
+        for ln in (("attention", "output", "LayerNorm"), ("output", "LayerNorm")):
+            want[base + ln + ("scale",)] = want[base + ln + ("bias",)] = (h,)
+    if any(k not in flat or flat[k].shape != shape for k, shape in want.items()):
+        return None
+    tree: dict = {}
+    for key in want:
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = flat[key]
+    return tree
+
+
+def flax_params(model_dir: Path, config, files: list[Path]) -> dict:
+    """FlaxBertModel's parameter tree (numpy) read through riskrank_jax/encode/hf.py: safetensors (PyTorch- or
+    Flax-format, sharded or not) and flax_model.msgpack without the random initialisation
+    `FlaxBertModel.from_pretrained` performs (seconds of compilation on CPU); a PyTorch .bin file through
+    `from_pretrained(from_pt=True)`, which needs torch. The unused pooler head is zero-filled when absent."""
+    from flax.traverse_util import flatten_dict, unflatten_dict
+    from transformers import FlaxBertModel
+
+    with hf.quiet_transformers():
+        model = FlaxBertModel(config, _do_init=False)
+    if files[0].suffix == ".bin":
+        return hf.params_from_pytorch_bin(model_dir, FlaxBertModel)
+    target = flatten_dict(model.params_shape_tree)
+    try:
+        loaded = hf.read_weight_files(files, target, model.base_model_prefix)
+    except Exception as e:  # noqa: BLE001 - damaged files: reported with the directory named
+        raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
+    # the pooler head is never used for sentence embeddings
+    pooler = lambda key, shape: np.zeros(shape, np.float32) if key[0] == "pooler" else None  # noqa: E731
+    return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, pooler))
+
+
+__all__ = ["BertFields", "bert_fields", "read_bert_config", "direct_params", "flax_params"]
