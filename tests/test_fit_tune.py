@@ -23,7 +23,8 @@ from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import RankerError
 from riskrank_jax.encode.embedding_cache import embed_texts
 from riskrank_jax.rank.fit import FIT_TUNE_CONFIG, FitConfig, fit_ranker
-from riskrank_jax.rank.ranker import Ranker, read_manifest, saved_encoder_dir
+from riskrank_jax.rank.ranker import Ranker
+from riskrank_jax.rank.ranker_store import read_manifest, saved_encoder_dir
 
 WORDS = ("calendar invoice weather repository printer backup flight recipe music ticket contract budget sensor "
          "camera garden parcel").split()

@@ -36,7 +36,8 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder, load_encoder_lazily
     from riskrank_jax.paths import resolve_cache_dir
-    from riskrank_jax.rank.ranker import Ranker, saved_encoder_dir
+    from riskrank_jax.rank.ranker import Ranker
+    from riskrank_jax.rank.ranker_store import saved_encoder_dir
     from riskrank_jax.registry import load_registry
     from riskrank_jax.runtime import compile_cache
 

@@ -1,6 +1,7 @@
 """Ranking a registry for queries: the `Ranker` object and the stacked pipeline the experiments run.
 
     ranker.py           `Ranker` (arrays + heads + graph) and `RankConfig`; save / load, rank, rank_queries
+    ranker_store.py     a saved ranker's directory: manifest, orbax arrays, its own tuned encoder
     request_stages.py   the Ranker's multi-step and server-context stages on its first stage's scores
     stacked.py          score -> penalise -> smooth -> rank -> rule filter over stacked seeds, folds and λ
     rule_filter.py      the rule filter for audited registries (risk / permission caps, near-duplicates)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -45,19 +44,13 @@ from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.model import heads
-from riskrank_jax.rank import stacked
+from riskrank_jax.rank import ranker_store, stacked
 from riskrank_jax.retrieve import baselines
 from riskrank_jax.retrieve import hybrid
 from riskrank_jax.scoring import level_to_score, penalise, rank_order, top_order
 
-FORMAT = "riskrank-jax/ranker"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-ARRAYS = "arrays"
 FIRST_STAGES = ("none", "dense", "bm25", "hybrid")
 MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
-ENCODER_DIR = "encoder"  # a ranker's own (fine-tuned) encoder, a Hugging Face BERT directory inside its directory
-TUNE_META = "riskrank_tune.json"  # what model.encoder_tune.save_tuned_encoder writes beside a tuned encoder
 
 
 @dataclass(frozen=True)
@@ -475,7 +468,8 @@ class Ranker:
         this ranker was built with it."""
         if self.encoder is not None:
             return self.encoder
-        from riskrank_jax.encode.encoder import DEFAULT_MODEL_NAME, load_encoder
+        from riskrank_jax.encode.encoder import load_encoder
+        from riskrank_jax.encode.sentence_config import DEFAULT_MODEL_NAME
 
         if self.encoder_id != DEFAULT_MODEL_NAME:
             raise RankerError(f"this ranker was built with encoder {self.encoder_id!r}; pass that encoder "
@@ -529,31 +523,12 @@ class Ranker:
                              "weights": self.graph.weights, "type_weights": self.graph.type_weights}
         return tree
 
-    def tuned_encoder_dir(self) -> Path | None:
-        """The directory of this ranker's own encoder when it is a fine-tuned one (``fit --tune-encoder``: it holds
-        riskrank_tune.json and its model id is the ranker's encoder_id), else None."""
-        enc = self.encoder
-        src = getattr(enc, "model_dir", None) or getattr(enc, "name_or_path", None)
-        if src is None or getattr(enc, "model_id", None) != self.encoder_id:
-            return None
-        src = Path(src).expanduser().resolve()
-        return src if (src / TUNE_META).is_file() else None
-
     def save(self, directory) -> Path:
         """Write <directory>/arrays (orbax) and <directory>/manifest.json, and <directory>/encoder when the ranker
-        embeds with a fine-tuned encoder of its own (``tuned_encoder_dir``; a stale one is removed otherwise);
-        returns the directory."""
-        import orbax.checkpoint as ocp
-
-        d = Path(directory).expanduser().resolve()
-        d.mkdir(parents=True, exist_ok=True)
-        ckpt = ocp.StandardCheckpointer()
-        ckpt.save(d / ARRAYS, self._array_tree(), force=True)
-        ckpt.wait_until_finished()
-        tuned = _save_encoder_dir(self.tuned_encoder_dir(), d)
+        embeds with a fine-tuned encoder of its own (a stale one is removed otherwise); returns the directory
+        (the layout: ``rank.ranker_store``)."""
         manifest = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "encoder_id": self.encoder_id,
-            "registry_fingerprint": self.registry_fingerprint, "n_tools": self.size,
+            "encoder_id": self.encoder_id, "registry_fingerprint": self.registry_fingerprint, "n_tools": self.size,
             "dim": int(self.tool_emb.shape[1]), "config": dataclasses.asdict(self.config),
             "tools": {"names": list(self.tool_names), "texts": list(self.tool_texts),
                       "risk_source": list(self.risk_source),
@@ -561,12 +536,9 @@ class Ranker:
             "head": self.params is not None,
             "graph_edge_types": None if self.graph is None else list(self.graph.edge_types),
             "provenance": self.provenance,
-            **({"encoder_dir": ENCODER_DIR} if tuned else {}),
         }
-        tmp = d / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        os.replace(tmp, d / MANIFEST)
-        return d
+        tuned = ranker_store.tuned_encoder_dir(self.encoder, self.encoder_id)
+        return ranker_store.save(directory, self._array_tree(), manifest, tuned)
 
     @classmethod
     def load(cls, directory, expect_encoder_id: str | None = None,
@@ -577,83 +549,9 @@ class Ranker:
         the first query), so its queries are embedded by that encoder; ``expect_encoder_id`` may then be the
         tuned encoder's id or the id of the encoder it was tuned from (what the caller would otherwise embed with).
         """
-        d = Path(directory).expanduser().resolve()
-        m = read_manifest(d)
-        tuned = _saved_encoder(d, m)
-        accepted = {m["encoder_id"]} if tuned is None else {m["encoder_id"], tuned[1]}
-        if expect_encoder_id is not None and expect_encoder_id not in accepted:
-            built = (f"built with encoder {m['encoder_id']!r}" if tuned is None else
-                     f"built with its own encoder {d / ENCODER_DIR}, tuned from encoder {tuned[1]!r}")
-            raise RankerError(f"{d / MANIFEST}: ranker was {built}, but the caller embeds with "
-                              f"{expect_encoder_id!r}; its scores would be meaningless")
-        if expect_registry_fingerprint is not None and m["registry_fingerprint"] != expect_registry_fingerprint:
-            raise RankerError(f"{d / MANIFEST}: ranker was built for registry {m['registry_fingerprint']}, not "
-                              f"{expect_registry_fingerprint} (tool names, texts or risk levels differ)")
-        ranker = _from_saved(d, m)
-        return ranker if tuned is None else dataclasses.replace(ranker, encoder=tuned[0])
-
-
-def read_manifest(directory: Path) -> dict:
-    """The manifest of a saved ranker, checked for format and version."""
-    path = Path(directory) / MANIFEST
-    try:
-        m = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RankerError(f"{path}: no saved ranker here (manifest missing)") from None
-    except json.JSONDecodeError as e:
-        raise RankerError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(m, dict):
-        raise RankerError(f"{path}: not a ranker manifest (a JSON {type(m).__name__})")
-    if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
-        raise RankerError(f"{path}: format {m.get('format')!r} version {m.get('format_version')!r}; this "
-                          f"riskrank-jax reads {FORMAT!r} version {FORMAT_VERSION}")
-    return m
-
-
-def saved_encoder_dir(directory) -> Path | None:
-    """<directory>/encoder when the ranker saved there embeds with its own tuned encoder, else None."""
-    d = Path(directory).expanduser().resolve()
-    name = read_manifest(d).get("encoder_dir")
-    return None if name is None else d / name
-
-
-def _save_encoder_dir(src: Path | None, d: Path) -> bool:
-    """Copy the tuned encoder directory ``src`` to d/encoder (whole or not at all); with no ``src``, remove a
-    d/encoder left by an earlier save. True when d/encoder now holds the ranker's encoder."""
-    import shutil
-
-    dest = d / ENCODER_DIR
-    if src is None:
-        if (dest / TUNE_META).is_file():
-            shutil.rmtree(dest)
-        return False
-    if src != dest:
-        tmp = d / (ENCODER_DIR + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(src, tmp)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
-    return True
-
-
-def _saved_encoder(d: Path, m: dict):
-    """(the ranker's own encoder, loaded lazily; the id of the encoder it was tuned from), or None when the
-    manifest names no encoder directory; RankerError when the directory is missing or is not that encoder."""
-    from riskrank_jax.encode.encoder import load_encoder_lazily
-
-    name = m.get("encoder_dir")
-    if name is None:
-        return None
-    path = d / name
-    try:
-        base = json.loads((path / TUNE_META).read_text())["base_encoder"]
-        enc = load_encoder_lazily(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RankerError(f"{path}: cannot read the ranker's tuned encoder ({type(e).__name__}: {e})") from None
-    if enc.model_id != m["encoder_id"]:
-        raise RankerError(f"{path}: this encoder is {enc.model_id!r}, but the ranker was built with "
-                          f"{m['encoder_id']!r} (damaged or replaced encoder directory?)")
-    return enc, base
+        d, m, tree, tuned = ranker_store.open_saved(directory, expect_encoder_id, expect_registry_fingerprint)
+        ranker = _from_saved(d, m, tree)
+        return ranker if tuned is None else dataclasses.replace(ranker, encoder=tuned)
 
 
 def _dimension_rows(risk) -> tuple:
@@ -678,13 +576,8 @@ def _server_arrays(reg, encoder, cache, server_texts) -> dict:
             "server_emb": np.asarray(embed_texts(encoder, texts, cache), np.float32)}
 
 
-def _from_saved(d: Path, m: dict) -> Ranker:
-    import orbax.checkpoint as ocp
-
-    try:
-        tree = ocp.StandardCheckpointer().restore(d / ARRAYS)
-    except Exception as e:  # missing or damaged arrays
-        raise RankerError(f"{d / ARRAYS}: cannot read the ranker's arrays ({e})") from e
+def _from_saved(d: Path, m: dict, tree: dict) -> Ranker:
+    """The Ranker of a saved directory ``d``: its manifest ``m`` and restored arrays ``tree``."""
     graph = None
     if "graph" in tree:
         g = {k: np.asarray(v) for k, v in tree["graph"].items()}
@@ -707,4 +600,4 @@ def _from_saved(d: Path, m: dict) -> Ranker:
 
 
 __all__ = ["RankConfig", "Ranker", "ScoreParts", "DEFAULT_REGISTRY_CONFIG", "registry_fingerprint", "query_bucket",
-           "check_queries", "read_manifest", "saved_encoder_dir", "FORMAT_VERSION"]
+           "check_queries"]
