@@ -12,7 +12,8 @@ from riskrank_jax.data import load_benchmark
 from riskrank_jax.errors import RankerError
 from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.retrieve import hybrid
-from riskrank_jax.retrieve.baselines import bm25_scores, dense_scores
+from riskrank_jax.retrieve.baselines import bm25_scores
+from riskrank_jax.retrieve.first_stage import dense_scores
 from riskrank_jax.scoring import level_to_score, rank_order
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from riskrank_jax.retrieve import baselines as R
+from riskrank_jax.retrieve import baselines as R, first_stage
 
 TOOLS = [
     "Send an email message to a recipient with a subject and body.",
@@ -66,15 +66,15 @@ def test_dense_scores_cosine_and_ranking_matches_numpy():
     t = rng.normal(size=(50, 16)).astype(np.float32)
     qn = q / np.linalg.norm(q, axis=1, keepdims=True)
     tn = t / np.linalg.norm(t, axis=1, keepdims=True)
-    s = R.dense_scores(q * 3.0, t)  # unnormalised input is normalised defensively
+    s = first_stage.dense_scores(q * 3.0, t)  # unnormalised input is normalised defensively
     assert s.shape == (7, 50)
     np.testing.assert_allclose(np.asarray(s), qn @ tn.T, atol=1e-5)
     ranking = np.asarray(R.rank_full(s))
     assert ranking.dtype == np.int32
     np.testing.assert_array_equal(ranking, np.argsort(-np.asarray(s), axis=1, kind="stable"))
-    np.testing.assert_array_equal(np.asarray(R.top_candidates(s, c=10)), ranking[:, :10])
+    np.testing.assert_array_equal(np.asarray(first_stage.top_candidates(s, c=10)), ranking[:, :10])
     # A zero vector scores 0 instead of NaN.
-    z = R.dense_scores(np.zeros((1, 16), np.float32), t)
+    z = first_stage.dense_scores(np.zeros((1, 16), np.float32), t)
     np.testing.assert_array_equal(np.asarray(z), 0.0)
 
 
@@ -83,15 +83,15 @@ def test_ties_break_by_lower_index():
     want = np.array([[1, 3, 0, 2, 5, 4], [0, 1, 2, 3, 4, 5]])
     np.testing.assert_array_equal(np.asarray(R.rank_full(scores)), want)
     for c in (1, 3, 4, 6):
-        np.testing.assert_array_equal(np.asarray(R.top_candidates(scores, c=c)), want[:, :c])
+        np.testing.assert_array_equal(np.asarray(first_stage.top_candidates(scores, c=c)), want[:, :c])
     # Many ties on a bigger pool (quantised scores), batched with a leading axis.
     rng = np.random.default_rng(1)
     s = np.round(rng.random((2, 5, 300)) * 4) / 4
     ranking = np.asarray(R.rank_full(s))
     np.testing.assert_array_equal(ranking, np.argsort(-s, axis=-1, kind="stable"))
-    np.testing.assert_array_equal(np.asarray(R.top_candidates(s, c=100)), ranking[..., :100])
+    np.testing.assert_array_equal(np.asarray(first_stage.top_candidates(s, c=100)), ranking[..., :100])
     with pytest.raises(ValueError):
-        R.top_candidates(s, c=301)
+        first_stage.top_candidates(s, c=301)
 
 
 def test_candidate_full_ranking():
@@ -100,7 +100,7 @@ def test_candidate_full_ranking():
     base = np.stack([rng.permutation(N) for _ in range(Q)]).astype(np.int32)
     # Candidates: a reranked top-C of the base plus, in some rows, tools from deep in the base order.
     cand = np.stack([rng.permutation(np.concatenate([b[: C - 2], b[-2:]])) for b in base]).astype(np.int32)
-    out = np.asarray(R.candidate_full_ranking(cand, base))
+    out = np.asarray(first_stage.candidate_full_ranking(cand, base))
     assert out.shape == (Q, N) and out.dtype == np.int32
     for q in range(Q):
         assert sorted(out[q]) == list(range(N))  # a permutation of the pool
@@ -109,11 +109,11 @@ def test_candidate_full_ranking():
         np.testing.assert_array_equal(out[q, C:], tail)
     # vmap over a leading axis (e.g. λ values) equals the batched call; base broadcasts.
     cands = np.stack([cand, cand[:, ::-1]])
-    vm = jax.vmap(R.candidate_full_ranking, in_axes=(0, None))(cands, base)
-    np.testing.assert_array_equal(np.asarray(vm), np.asarray(R.candidate_full_ranking(cands, base)))
+    vm = jax.vmap(first_stage.candidate_full_ranking, in_axes=(0, None))(cands, base)
+    np.testing.assert_array_equal(np.asarray(vm), np.asarray(first_stage.candidate_full_ranking(cands, base)))
     np.testing.assert_array_equal(np.asarray(vm[0]), out)
     # Candidates = the base top-C in base order -> the base ranking itself.
-    np.testing.assert_array_equal(np.asarray(R.candidate_full_ranking(base[:, :C], base)), base)
+    np.testing.assert_array_equal(np.asarray(first_stage.candidate_full_ranking(base[:, :C], base)), base)
     # the numpy version is the same permutation, leading axes included
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base), out)
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cands, base), np.asarray(vm))
@@ -126,4 +126,4 @@ def test_candidate_full_ranking_host_whole_pool():
     cand = np.stack([rng.permutation(9) for _ in range(3)]).astype(np.int32)
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base), cand)
     np.testing.assert_array_equal(R.candidate_full_ranking_host(cand, base),
-                                  np.asarray(R.candidate_full_ranking(cand, base)))
+                                  np.asarray(first_stage.candidate_full_ranking(cand, base)))

@@ -13,7 +13,8 @@ from riskrank_jax.experiments.config import default_config, with_overrides
 from riskrank_jax.experiments.evaluate import select_stress_queries
 from riskrank_jax.experiments.run import run_benchmark
 from riskrank_jax.experiments.variants import BY_NAME, VARIANTS, main_rows, select_variants
-from riskrank_jax.retrieve.baselines import dense_scores, rank_full
+from riskrank_jax.retrieve.baselines import rank_full
+from riskrank_jax.retrieve.first_stage import dense_scores
 
 
 class BagOfWordsEncoder:

@@ -82,7 +82,7 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
     import numpy as np
 
     from riskrank_jax import metrics
-    from riskrank_jax.retrieve import baselines
+    from riskrank_jax.retrieve import baselines, first_stage
     from riskrank_jax.data import load_benchmark
 
     bench = load_benchmark(benchmark, data_dir)
@@ -96,7 +96,7 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
 
             enc = load_encoder(encoder)
             cache = EmbeddingCache(cache_dir)
-            scores = baselines.dense_scores(embed_texts(enc, list(qs.texts), cache),
+            scores = first_stage.dense_scores(embed_texts(enc, list(qs.texts), cache),
                                              embed_texts(enc, list(bench.tools.descriptions), cache))
         pq = metrics.compute_all(baselines.rank_full(scores), qs.gold, bench.tools.risk, k=k)
         vals = {m: float(v) for m, v in metrics.mean_metrics({m: pq[m] for m in metrics.METRIC_KEYS[:8]}).items()}

@@ -20,7 +20,7 @@ from riskrank_jax import metrics
 from riskrank_jax.experiments.evaluate import rank_slices
 from riskrank_jax.model import rerank
 from riskrank_jax.rank.risk_budget import BUDGETS, LAMBDA_GRID, lambda_for_budget, rvr_by_lambda
-from riskrank_jax.retrieve import baselines
+from riskrank_jax.retrieve import baselines, first_stage
 from riskrank_jax.retrieve.hybrid import choose_weights, fuse
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
@@ -44,7 +44,7 @@ def fit_first_stages(bench, emb) -> FirstStages:
     weights, bm25, dense = {}, {}, {}
     for kind, tool_texts in texts.items():
         bm25[kind] = baselines.bm25_scores(list(tool_texts), list(bench.train.texts))
-        dense[kind] = np.asarray(baselines.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
+        dense[kind] = np.asarray(first_stage.dense_scores(jnp.asarray(emb["train"]), jnp.asarray(t_embs[kind])))
         weights[kind] = choose_weights(dense[kind], bm25[kind], bench.train.gold, bench.train_fold_mask)
     return FirstStages(weights, bm25["named"], dense["named"])
 

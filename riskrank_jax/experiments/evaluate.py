@@ -33,7 +33,7 @@ from riskrank_jax.graph.tool_graph import with_edge_types
 from riskrank_jax.model import rerank
 from riskrank_jax.rank import stacked
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
-from riskrank_jax.retrieve import baselines
+from riskrank_jax.retrieve import baselines, first_stage
 from riskrank_jax.retrieve.hybrid import fuse
 from riskrank_jax.runtime.memory import balanced_step, units_per_step
 from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
@@ -83,10 +83,10 @@ def rank_slices(scores):
 
 
 def full_rankings(candidate_ranking, base_ranking):
-    """``baselines.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
+    """``first_stage.candidate_full_ranking`` of candidate rankings [..., Q, C] over a base ranking [Q, N]."""
     if host_sorts():
         return host_per_slice(baselines.candidate_full_ranking_host, candidate_ranking, np.asarray(base_ranking))
-    return per_slice(lambda c: baselines.candidate_full_ranking(c, base_ranking), candidate_ranking)
+    return per_slice(lambda c: first_stage.candidate_full_ranking(c, base_ranking), candidate_ranking)
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,7 +164,7 @@ class SplitEvaluation:
         """Cosine [Q, N]."""
         if self.x.first and ("dense", text) in self.x.first:
             return self._cached(("dense", text), lambda: jnp.asarray(self.x.first["dense", text]))
-        return self._cached(("dense", text), lambda: baselines.dense_scores(
+        return self._cached(("dense", text), lambda: first_stage.dense_scores(
             jnp.asarray(self.x.q_emb), jnp.asarray(self.x.tools(text)[0])))
 
     def dense_ranking(self):
@@ -289,7 +289,7 @@ class SplitEvaluation:
         return self.full_graphs[key]
 
     def _candidate_ranking(self, v, s):
-        cand = baselines.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
+        cand = first_stage.top_candidates(self.first_stage(v), c=min(self.s.n_candidates, self.x.t_emb.shape[0]))
         cs = stacked.gather_candidates(s, cand)
         if v.graph:
             cand_np, graphs = np.asarray(cand), self.graph_list(v)
@@ -396,7 +396,7 @@ def with_first_stages(x: SplitInputs, texts=("description", "named")) -> SplitIn
         t_emb, t_texts = x.tools(text)
         if t_emb is None or t_texts is None:
             continue
-        first["dense", text] = np.asarray(baselines.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
+        first["dense", text] = np.asarray(first_stage.dense_scores(jnp.asarray(x.q_emb), jnp.asarray(t_emb)))
         first["bm25", text] = baselines.bm25_scores(list(t_texts), list(x.query_texts))
     return dataclasses.replace(x, first=first)
 

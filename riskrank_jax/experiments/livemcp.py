@@ -50,7 +50,7 @@ from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.errors import DataError
 from riskrank_jax.experiments.stages import StageLog, short_hash
 from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
-from riskrank_jax.retrieve import baselines, hybrid, servers
+from riskrank_jax.retrieve import first_stage, hybrid, servers
 from riskrank_jax.scoring import top_order
 
 RESULTS_VERSION = 1
@@ -154,11 +154,11 @@ def baseline_rows(cfg, bench, texts, emb, k: int, timed) -> None:
     """The rows that are not a Ranker: BM25, dense, hybrid, the two-stage agent, MCP-Zero (``timed(name, fn)``
     runs and records each); emb = {"tools", "queries", "servers"} embeddings."""
     mcp, queries = cfg.mcp, list(bench.queries.texts)
-    cos = lambda: baselines.dense_scores(emb["queries"], emb["tools"])  # noqa: E731
-    srv = lambda: baselines.dense_scores(emb["queries"], emb["servers"])  # noqa: E731
-    timed("bm25", lambda: top_order(jnp.asarray(baselines.Bm25Index(list(texts)).scores(queries)), k))
+    cos = lambda: first_stage.dense_scores(emb["queries"], emb["tools"])  # noqa: E731
+    srv = lambda: first_stage.dense_scores(emb["queries"], emb["servers"])  # noqa: E731
+    timed("bm25", lambda: top_order(jnp.asarray(first_stage.Bm25Index(list(texts)).scores(queries)), k))
     timed("dense", lambda: top_order(cos(), k))
-    timed("hybrid", lambda: top_order(hybrid.fuse(cos(), baselines.Bm25Index(list(texts)).scores(queries),
+    timed("hybrid", lambda: top_order(hybrid.fuse(cos(), first_stage.Bm25Index(list(texts)).scores(queries),
                                                   hybrid.DEFAULT_WEIGHT), k))
     n_two = min(mcp.top_servers * mcp.top_tools, bench.size)
     timed("two_stage", lambda: servers.two_stage_ranking(srv(), cos(), bench.servers.of_tool, mcp.top_servers,

@@ -45,7 +45,7 @@ from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.model import heads
 from riskrank_jax.rank import ranker_store, stacked
-from riskrank_jax.retrieve import baselines
+from riskrank_jax.retrieve import first_stage
 from riskrank_jax.retrieve import hybrid
 from riskrank_jax.scoring import level_to_score, penalise, rank_order, top_order
 
@@ -187,7 +187,7 @@ def _full_rank(arrays, total, config: RankConfig, k: int):
 @jax.jit
 def _hybrid_scores(q_emb, tool_emb, bm25, weight):
     """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
-    return hybrid.fuse(baselines.dense_scores(q_emb, tool_emb), bm25, weight)
+    return hybrid.fuse(first_stage.dense_scores(q_emb, tool_emb), bm25, weight)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
@@ -205,7 +205,7 @@ def _full_rank_with_parts(arrays, rel, risk_penalty, pen, total, config: RankCon
 def _candidate_stage(arrays, q_emb, first, config: RankConfig):
     """(relevance, risk_penalty, penalised [Q, N], candidates int32 [Q, C])."""
     rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
-    return rel, risk_penalty, pen, baselines.top_candidates(first, c=config.n_candidates)
+    return rel, risk_penalty, pen, first_stage.top_candidates(first, c=config.n_candidates)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
@@ -213,7 +213,7 @@ def _candidate_rank(arrays, cand_scores, cand, first, config: RankConfig, k: int
     order = stacked.candidate_ranking(cand_scores, cand)
     if config.rule_filter:
         order = _rule(order, arrays, config)
-    return baselines.candidate_full_ranking(order, rank_order(first))[:, :k]
+    return first_stage.candidate_full_ranking(order, rank_order(first))[:, :k]
 
 
 # ---------------------------------------------------------------------------------------------- the Ranker
@@ -384,8 +384,8 @@ class Ranker:
         return rel, risk_penalty, pen, total
 
     @functools.cached_property
-    def _bm25(self) -> baselines.Bm25Index:
-        return baselines.Bm25Index(list(self.tool_texts))
+    def _bm25(self) -> first_stage.Bm25Index:
+        return first_stage.Bm25Index(list(self.tool_texts))
 
     def first_stage_scores(self, q_emb, q_texts=None) -> np.ndarray:
         """float32 [Q, N]: the first stage's scores (cosine; BM25 or the hybrid fusion need q_texts)."""
@@ -415,7 +415,7 @@ class Ranker:
         t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
         if stage == "hybrid":
             return _hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight)
-        return baselines.dense_scores(q, t_emb)
+        return first_stage.dense_scores(q, t_emb)
 
     def _inputs(self, q_emb, q_texts):
         """(padded q_emb [B, d], padded first-stage scores [B, N], Q), on the device. When Q is a bucket size

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from riskrank_jax.errors import RankerError
-from riskrank_jax.retrieve import baselines, servers, steps
+from riskrank_jax.retrieve import first_stage, servers, steps
 
 
 def with_server_context(ranker, q, scores):
@@ -26,7 +26,7 @@ def with_server_context(ranker, q, scores):
     cfg = ranker.config
     if not cfg.server_context or ranker.tool_server is None:
         return scores
-    return servers.server_context(scores, baselines.dense_scores(q, ranker.server_emb), ranker.tool_server,
+    return servers.server_context(scores, first_stage.dense_scores(q, ranker.server_emb), ranker.tool_server,
                                   cfg.server_weight, cfg.sibling_weight)
 
 

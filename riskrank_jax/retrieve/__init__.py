@@ -1,9 +1,12 @@
-"""First-stage retrieval: the baselines every reranker starts from.
+"""First-stage retrieval: the scores every reranker starts from, and the experiments' retrieval baselines.
 
-    baselines.py  BM25 (bm25s) and dense cosine scores, full rankings, top candidates
-    hybrid.py     BM25 and cosine fused per query as a weighted z-score sum; the weight chosen on labels
-    steps.py      a request split into its steps (rules, no LLM) and the steps' scores fused into one list
-    servers.py    the server as evidence (server context), and the server-first baselines (two-stage, MCP-Zero)
+    first_stage.py  the production first stages: a BM25 index (bm25s), dense cosine scores, top candidates,
+                    a reranked candidate list completed to a full ranking
+    baselines.py    the experiments' baselines: BM25 scores with a per-pool index cache, full rankings, the
+                    host twin of the candidate completion
+    hybrid.py       BM25 and cosine fused per query as a weighted z-score sum; the weight chosen on labels
+    steps.py        a request split into its steps (rules, no LLM) and the steps' scores fused into one list
+    servers.py      the server as evidence (server context), and the server-first baselines (two-stage, MCP-Zero)
 
 Why apart from rank/: these scores need no training and no risk, and both the sweep and the Ranker use them.
 """
