@@ -9,8 +9,9 @@
 #      CPU backend, smoothing bytes/s vs the device's memory bandwidth, relevance_full GFLOP/s   (240 s)
 #   2. benchmarks/train_vmap.py         15 models vmapped vs sequential (ratio printed)           (150 s)
 #   3. benchmarks/encoder_tune.py       one encoder-tuning step: all layers vs the top 1-3         (90 s)
-#   4. benchmarks/cross_encoder.py      cross-encoder pairs/s, scoring and training               (90 s)
-#   5. python -m riskrank_jax.sweep     UltraTool sweep (tuned-encoder rows included), wall time  (the rest)
+#   4. benchmarks/tune_vmap.py          15 tuned encoders (3 seeds x 5 folds) together vs one by one (90 s)
+#   5. benchmarks/cross_encoder.py      cross-encoder pairs/s, scoring and training               (90 s)
+#   6. python -m riskrank_jax.sweep     UltraTool sweep (tuned-encoder rows included), wall time  (the rest)
 # PYTHON selects the interpreter (default: .venv/bin/python if present, else python3).
 # Exit status: 0 when every step passed, 2 when a correctness check failed, 1 otherwise.
 set -u
@@ -19,7 +20,7 @@ DRY=0
 for a in "$@"; do
   case "$a" in
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $a (use --dry-run or --help)" >&2; exit 1 ;;
   esac
 done
@@ -61,6 +62,12 @@ fi
 [ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
 
 step encoder_tune $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/encoder_tune.py --repeat $([ $DRY = 1 ] && echo 1 || echo 3)
+[ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
+if [ $DRY = 1 ]; then
+  step tune_vmap $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/tune_vmap.py --seeds 1 --folds 2 --steps 1
+else
+  step tune_vmap $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/tune_vmap.py --seeds 3 --folds 5 --steps 5
+fi
 [ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1
 step cross_encoder $(( $(left) < 90 ? $(left) : 90 )) "$PY" benchmarks/cross_encoder.py --pairs $([ $DRY = 1 ] && echo 32 || echo 256) --steps $([ $DRY = 1 ] && echo 1 || echo 3)
 [ $? != 0 ] && [ $STATUS = 0 ] && STATUS=1

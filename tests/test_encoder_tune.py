@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax.model.encoder_tune import (TextStates, TunedEncoder, TuneConfig, batch_schedule, embed_states,
-                                             save_tuned_encoder, tune_encoder)
+from riskrank_jax.model import encoder_tune
+from riskrank_jax.model.encoder_tune import (TextStates, TunedEncoder, TuneConfig, TuneJob, batch_schedule,
+                                             embed_states, save_tuned_encoder, tune_encoder, tune_encoders)
 
 # one configuration for every training test: the train step compiles once for the whole file
 CFG = TuneConfig(layers=1, epochs=12, batch=16, lr=3e-3, hard_negatives=1, hard_pool=8, warmup=0.0, checkpoint_every=4)
@@ -93,6 +94,110 @@ def test_a_time_boxed_run_resumes_to_the_uninterrupted_result(setup, tmp_path):
                 np.testing.assert_array_equal(x, y)
                 np.testing.assert_array_equal(y, z)
     assert resumed.tuned_id == whole.tuned_id == again.tuned_id
+
+
+# several models in one run: 48, 32 and 40 training queries (3, 2 and 2 steps an epoch: 12, 8 and 8 steps), so
+# the second and third sit out the last 4 steps (padded, masked)
+MANY = TuneConfig(layers=1, epochs=4, batch=16, lr=3e-3, hard_negatives=1, hard_pool=8, warmup=0.25, checkpoint_every=4)
+SIZES = (48, 32, 40)
+
+
+def _jobs(setup, kill_at=None):
+    """Three jobs (seeds 1, 2, 3); the third keeps its best epoch by held-out accuracy. kill_at: its evaluation
+    of that epoch raises (a run killed mid-way)."""
+    enc, tools, queries, gold, states, rows, hard = setup
+    calls = []
+
+    def held_accuracy(t):
+        calls.append(1)
+        if kill_at is not None and len(calls) == kill_at:
+            raise KeyboardInterrupt("killed")
+        v = embed_states(t, enc, states, np.concatenate([rows["tools"], rows["queries"][HELD]]))
+        return _ndcg_at_1(v[len(tools):], v[:len(tools)], gold[HELD])
+
+    return [TuneJob(TRAIN[:n], hard, s, held_accuracy if s == 3 else None) for s, n in zip((1, 2, 3), SIZES)]
+
+
+def _max_diff(a: TunedEncoder, b: TunedEncoder) -> float:
+    return max(float(np.abs(np.asarray(x) - np.asarray(y)).max())
+               for la, lb in zip(a.top, b.top) for name in la for x, y in zip(la[name], lb[name]))
+
+
+@pytest.fixture(scope="module")
+def together(setup):
+    """The three models tuned in one run, and each tuned alone (``tune_encoder``: the same code, one model)."""
+    enc, tools, queries, gold, states, rows, hard = setup
+    args = (enc, states, rows["queries"], rows["tools"], gold)
+    many = tune_encoders(*args, _jobs(setup), MANY, progress=False)
+    alone = [tune_encoder(*args, j.train_idx, j.hard, j.seed, MANY, progress=False, evaluate=j.evaluate)
+             for j in _jobs(setup)]
+    return many, alone
+
+
+def test_models_tuned_together_equal_each_tuned_alone(setup, together):
+    many, alone = together
+    assert [len(t.losses) for t in many] == [12, 8, 8] and [t.seed for t in many] == [1, 2, 3]
+    for m, a in zip(many, alone):
+        assert _max_diff(m, a) < 1e-5, _max_diff(m, a)
+        np.testing.assert_allclose(m.losses, a.losses, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.isnan(m.epoch_scores), np.isnan(a.epoch_scores))
+    np.testing.assert_allclose(many[2].epoch_scores, alone[2].epoch_scores, atol=1e-6)
+    assert np.isnan(many[0].epoch_scores).all() and not np.isnan(many[2].epoch_scores).any()
+    # the models trained: none is the untrained encoder, and different seeds end apart
+    untrained = TunedEncoder.untrained(setup[0], 1)
+    assert min(_max_diff(m, untrained) for m in many) > 1e-3 and _max_diff(many[0], many[1]) > 1e-3
+
+
+def test_vmapped_models_equal_each_tuned_alone(setup, together, monkeypatch):
+    """On one CPU device the model axis runs as lax.map; on an accelerator as jax.vmap (batched matmuls): forced
+    here, the same encoders within float rounding. Compared by their vectors: the attention's key bias gets no
+    gradient but rounding noise, which Adam scales to steps of lr, so that bias alone differs by ~lr."""
+    import jax
+
+    from riskrank_jax.model import groups
+
+    enc, tools, queries, gold, states, rows, hard = setup
+    monkeypatch.setattr(groups, "map_models", lambda fn, in_axes: jax.vmap(fn, in_axes=tuple(in_axes)))
+    encoder_tune._compiled_step.cache_clear()
+    try:
+        vmapped = tune_encoders(enc, states, rows["queries"], rows["tools"], gold, _jobs(setup), MANY, progress=False)
+    finally:
+        encoder_tune._compiled_step.cache_clear()  # the other tests' programs map as the backend says
+    every = np.arange(states.size)
+    for v, a in zip(vmapped, together[1]):
+        got, want = embed_states(v, enc, states, every), embed_states(a, enc, states, every)
+        assert np.abs(got - want).max() < 1e-5 and np.abs(want - enc.encode(tools + queries)).max() > 1e-2
+        np.testing.assert_allclose(v.losses, a.losses, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(v.epoch_scores, a.epoch_scores)
+
+
+def test_a_padded_model_is_unchanged_by_the_padded_steps(setup, together):
+    """Models 2 and 3 end their schedules at step 8 of 12: stopped there, model 2 holds the very layers it ends
+    the whole run with (model 3 keeps its best epoch, so only the layers of a stopped run are compared)."""
+    enc, tools, queries, gold, states, rows, hard = setup
+    at8 = tune_encoders(enc, states, rows["queries"], rows["tools"], gold, _jobs(setup), MANY, progress=False,
+                        max_steps=8)
+    many = together[0]
+    assert _max_diff(at8[1], many[1]) == 0.0 and at8[1].losses.tolist() == many[1].losses.tolist()
+    assert _max_diff(at8[0], many[0]) > 1e-4  # model 1 still trains in steps 9-12
+
+
+def test_a_killed_run_of_many_models_resumes_to_the_uninterrupted_result(setup, together, tmp_path):
+    """Killed at model 3's third evaluation (step 6; last checkpoint at its second, step 4), the same call
+    resumes from the checkpoint and ends with the uninterrupted run's layers, losses and epoch scores."""
+    enc, tools, queries, gold, states, rows, hard = setup
+    args = (enc, states, rows["queries"], rows["tools"], gold)
+    with pytest.raises(KeyboardInterrupt):
+        tune_encoders(*args, _jobs(setup, kill_at=3), MANY, checkpoint_dir=tmp_path / "run", progress=False)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "running" and run["epochs_done"] == 4
+    resumed = tune_encoders(*args, _jobs(setup), MANY, checkpoint_dir=tmp_path / "run", progress=False)
+    again = tune_encoders(*args, _jobs(setup, kill_at=1), MANY, checkpoint_dir=tmp_path / "run",
+                          progress=False)  # finished: reused, nothing evaluated
+    for whole, r, a in zip(together[0], resumed, again):
+        assert _max_diff(whole, r) == 0.0 and _max_diff(r, a) == 0.0
+        assert whole.losses.tolist() == r.losses.tolist() == a.losses.tolist()
+        np.testing.assert_array_equal(whole.epoch_scores, r.epoch_scores)
 
 
 def test_schedule_is_drawn_from_the_seed_and_masks_nothing_it_should_not(setup):

@@ -11,8 +11,9 @@ head is retrained on the tuned description embeddings. The gate: relevance ``(1 
 (the frozen hybrid with the fold's fusion weight over the named texts, the tuned one with its own weight chosen
 on the held-out queries, as the tuned cosine can need less BM25) with γ ∈ ``GATES`` chosen on the held-out
 queries by NDCG@5, ties to the smaller γ; γ = 0 is the frozen model, risk head included, so on held-out training queries
-no tuned row is below its frozen counterpart. Each model's arrays are saved next to its orbax checkpoint, so
-a second sweep neither trains nor recomputes the lower layers.
+no tuned row is below its frozen counterpart. The models still to train are tuned together, one program per
+step over the model axis with one orbax checkpoint of their stacked state (``model.encoder_tune.tune_encoders``);
+each model's arrays are saved after, so a second sweep neither trains nor recomputes the lower layers.
 
 Why gated per model: with a few hundred training queries a tuned encoder can lose to the frozen one, and a
 worse ranker must not win.
@@ -29,7 +30,8 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax.experiments.stages import risk_only_scores, short_hash
-from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, embed_states, hard_negatives, tune_encoder
+from riskrank_jax.model.encoder_tune import (TextStates, TuneConfig, TuneJob, embed_states, hard_negatives,
+                                             tune_encoders)
 from riskrank_jax.retrieve.hybrid import choose_weight, fuse
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import rank_order_host
@@ -103,27 +105,41 @@ def heldout_split(train_mask, seed: int, fold: int, fraction: float) -> tuple[np
     return ids[~held], ids[held]
 
 
-def _one_model(ctx: dict, seed: int, fold: int) -> dict:
-    """Train (or reuse) model (seed, fold) and return its arrays (see ``TunedModels``)."""
-    bench, fs, cfg, encoder = ctx["bench"], ctx["fs"], ctx["cfg"], ctx["encoder"]
-    path = ctx["dir"] / f"seed{seed}-fold{fold}"
-    saved = path / "arrays.npz"
-    if saved.is_file():
-        with np.load(saved) as z:
-            return {k: z[k] for k in z.files}
-    states, rows = ctx["states"](), ctx["rows"]
+def _saved(ctx: dict, seed: int, fold: int) -> dict | None:
+    """Model (seed, fold)'s arrays from an earlier sweep, or None."""
+    saved = ctx["dir"] / f"seed{seed}-fold{fold}" / "arrays.npz"
+    if not saved.is_file():
+        return None
+    with np.load(saved) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _job(ctx: dict, seed: int, fold: int) -> tuple[TuneJob, dict]:
+    """Model (seed, fold)'s tuning job (its training queries less the held-out share, the fold's hard negatives,
+    the held-out NDCG@5 of the tuned cosine as its epoch chooser) and what ``_finish`` needs of it."""
+    bench, fs, cfg, encoder, rows = ctx["bench"], ctx["fs"], ctx["cfg"], ctx["encoder"], ctx["rows"]
     gold, w = np.asarray(bench.train.gold), float(fs.weights["named"][fold])
     train_ids, held = heldout_split(np.asarray(bench.train_fold_mask)[fold], seed, fold, cfg.tune.heldout_fraction)
-    frozen_train = np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w))
-    hard = hard_negatives(frozen_train, gold, min(HARD_POOL, bench.tools.size - gold.shape[1]))
+    if fold not in ctx["hard"]:  # the fold's frozen hybrid and its hard negatives: shared by the fold's seeds
+        frozen_train = np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w))
+        ctx["hard"][fold] = frozen_train, hard_negatives(frozen_train, gold, min(HARD_POOL, bench.tools.size
+                                                                                 - gold.shape[1]))
+    frozen_train, hard = ctx["hard"][fold]
 
     def heldout_ndcg(t) -> float:  # the tuned cosine on the held-out queries: which epoch to keep
-        v = embed_states(t, encoder, states, np.concatenate([rows["named"], rows["train"][held]]))
+        v = embed_states(t, encoder, ctx["states"](), np.concatenate([rows["named"], rows["train"][held]]))
         return _ndcg5(v[bench.tools.size:] @ v[:bench.tools.size].T, gold[held])
 
-    tuned = tune_encoder(encoder, states, rows["train"], rows["named"], gold, train_ids, hard, seed, cfg.tune,
-                         checkpoint_dir=path / "run", data_id=short_hash([bench.fingerprint(), encoder.model_id]),
-                         desc=f"[{bench.name}] tuning encoder seed {seed} fold {fold}", evaluate=heldout_ndcg)
+    return TuneJob(train_ids, hard, int(seed), heldout_ndcg), {"seed": seed, "fold": fold, "weight": w,
+                                                               "train_ids": train_ids, "held": held,
+                                                               "frozen_train": frozen_train}
+
+
+def _finish(ctx: dict, job: dict, tuned) -> dict:
+    """Model ``job``'s arrays (see ``TunedModels``) from its tuned encoder, saved next to its checkpoint."""
+    bench, fs, cfg, encoder, rows = ctx["bench"], ctx["fs"], ctx["cfg"], ctx["encoder"], ctx["rows"]
+    states, gold = ctx["states"](), np.asarray(bench.train.gold)
+    seed, fold, held, frozen_train = job["seed"], job["fold"], job["held"], job["frozen_train"]
     test_rows = {split: rows[split][np.asarray(bench.test_fold[split]) == fold] for split in bench.tests}
     need = np.unique(np.concatenate([rows["named"], rows["description"], rows["train"][held], *test_rows.values()]))
     vec = np.zeros((states.size, states.states.shape[1]), np.float32)  # only the texts this model scores
@@ -133,20 +149,37 @@ def _one_model(ctx: dict, seed: int, fold: int) -> dict:
     tuned_train = np.asarray(fuse(vec[rows["train"]][held] @ t_named.T, fs.train_bm25_named[held], tuned_w))
     gate, table = choose_gate(frozen_train[held], tuned_train, gold[held])
     risk = risk_only_scores(vec[rows["description"]], bench.tools.risk, (seed,), cfg.risk_head)[0]
-    out = {"gate": np.float32(gate), "table": np.asarray(table, np.float32), "weight": np.float32(w),
+    out = {"gate": np.float32(gate), "table": np.asarray(table, np.float32), "weight": np.float32(job["weight"]),
            "tuned_weight": np.float32(tuned_w), "tools": t_named, "risk": risk.astype(np.float32),
            "steps": np.int64(len(tuned.losses)), "seconds": np.float32(tuned.seconds),
-           "final_loss": np.float32(tuned.losses[-5:].mean()), "train_queries": np.int64(train_ids.size),
+           "final_loss": np.float32(tuned.losses[-5:].mean()), "train_queries": np.int64(job["train_ids"].size),
            "epoch_scores": np.asarray(tuned.epoch_scores, np.float32),
            "heldout_queries": np.int64(held.size), **{f"q_{split}": vec[rows[split]] for split in bench.tests}}
+    path = ctx["dir"] / f"seed{seed}-fold{fold}"
+    path.mkdir(parents=True, exist_ok=True)
     tmp = path / "arrays.tmp.npz"
     np.savez(tmp, **out)
-    tmp.replace(saved)  # written whole or not at all: a crash never leaves arrays that look complete
+    tmp.replace(path / "arrays.npz")  # written whole or not at all: a crash never leaves arrays that look complete
     return out
 
 
+def _train(ctx: dict, todo: list[dict]) -> list[dict]:
+    """The arrays of the models ``todo`` ({"seed", "fold"} each), tuned together in one run (one orbax
+    checkpoint of their stacked state, ``model.encoder_tune.tune_encoders``)."""
+    bench, cfg, encoder, rows = ctx["bench"], ctx["cfg"], ctx["encoder"], ctx["rows"]
+    jobs = [_job(ctx, m["seed"], m["fold"]) for m in todo]
+    names = [f"seed{m['seed']}-fold{m['fold']}" for m in todo]
+    tuned = tune_encoders(encoder, ctx["states"](), rows["train"], rows["named"], np.asarray(bench.train.gold),
+                          [j for j, _ in jobs], cfg.tune, checkpoint_dir=ctx["dir"] / "run",
+                          data_id=short_hash([bench.fingerprint(), encoder.model_id, names]),
+                          desc=f"[{bench.name}] tuning encoder (seeds x folds)",
+                          memory_budget=cfg.runtime.memory_budget)
+    return [_finish(ctx, info, t) for (_, info), t in zip(jobs, tuned)]
+
+
 def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
-    """Every seed x fold tuned model of ``cfg.tune`` (see the module doc); ``fs``: the sweep's first stages."""
+    """Every seed x fold tuned model of ``cfg.tune`` (see the module doc); ``fs``: the sweep's first stages.
+    The models without saved arrays train together, in one program per step."""
     if hasattr(encoder, "load"):
         encoder = encoder.load()  # a LazyEncoder: the weights are needed now
     texts, rows = _texts(bench)
@@ -161,9 +194,13 @@ def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
         return cache["s"]
 
     ctx = {"bench": bench, "fs": fs, "cfg": cfg, "encoder": encoder, "states": states, "rows": rows,
-           "dir": _model_dir(cfg, bench, encoder.model_id, ckpt_root)}
+           "dir": _model_dir(cfg, bench, encoder.model_id, ckpt_root), "hard": {}}
     index = [{"seed": int(s), "fold": int(f)} for s in cfg.seeds for f in range(bench.n_folds)]
-    per = [_one_model(ctx, m["seed"], m["fold"]) for m in index]
+    per = [_saved(ctx, m["seed"], m["fold"]) for m in index]
+    todo = [i for i, p in enumerate(per) if p is None]
+    if todo:
+        for i, arrays in zip(todo, _train(ctx, [index[i] for i in todo])):
+            per[i] = arrays
     frozen_risk = np.asarray(risk_only_scores(emb["tools"], bench.tools.risk, cfg.seeds, cfg.risk_head))
     n_f = bench.n_folds
     risk = np.stack([p["risk"] if float(p["gate"]) > 0 else frozen_risk[i // n_f] for i, p in enumerate(per)])

@@ -1,7 +1,8 @@
 """Fine-tuning the sentence encoder itself: the top transformer layers, trained on (query, gold tool text) pairs.
 
     states = TextStates.build(encoder, texts, frozen_layers)           # lower layers run once, cached
-    tuned = tune_encoder(encoder, states, queries, gold, tools, hard, seed, TuneConfig())
+    tuned = tune_encoder(encoder, states, query_rows, tool_rows, gold, train_idx, hard, seed, TuneConfig())
+    many = tune_encoders(encoder, states, query_rows, tool_rows, gold, [TuneJob(train_idx, hard, seed), ...])
     t_emb = embed_states(tuned, states, tool_rows)                        # [N, d], the tuned encoder's vectors
     save_tuned_encoder(encoder, tuned, "my_ranker/encoder")               # a Hugging Face BERT directory
 
@@ -10,6 +11,12 @@ tools and ``hard_negatives`` hard negatives per query from the first stage's bes
 gold tools are masked out of its softmax. Optimiser: AdamW with a linear warm-up and decay, gradients clipped
 to norm 1. Deterministic for a seed: the whole batch schedule is drawn up front from the seed, so a run resumed
 from its orbax checkpoint (every ``checkpoint_every`` steps) takes the same steps as one that never stopped.
+
+Many models at once (``tune_encoders``, the sweep's seeds x folds): their top layers and optimiser states are
+stacked on a leading model axis and one jitted program per step trains them all (``model.groups.map_models``:
+vmap, or lax.map on one CPU device), each on its own seed's schedule and learning-rate schedule; a model whose
+schedule is shorter (fewer training queries) sits out the last steps with its state unchanged (``jnp.where``),
+so every model ends as it would alone, up to float rounding. ``tune_encoder`` is that with one model.
 
 What is trained: the top ``TuneConfig.layers`` transformer layers; the embeddings and the layers below stay
 frozen and their token states are computed once (``Encoder.lower_states``). Why: on a CPU a step through the
@@ -27,6 +34,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -111,13 +119,13 @@ class TunedEncoder:
     config: TuneConfig
     seed: int
     losses: np.ndarray
-    seconds: float
+    seconds: float  # wall time of the run that trained it (with every other model of that run)
     epoch_scores: np.ndarray | None = None  # the ``evaluate`` score after each epoch (NaN: not evaluated)
 
     @staticmethod
     def untrained(encoder, layers: int) -> "TunedEncoder":
         """The encoder's own top ``layers`` layers, as a TunedEncoder (what training starts from)."""
-        n = encoder._shape.num_layers
+        n = encoder.shape.num_layers
         top = tuple(_numpy_tree(lp) for lp in encoder._params["layers"][n - int(layers):])
         return TunedEncoder(top, encoder.model_id, n - int(layers), encoder.pooling, encoder.normalize,
                             TuneConfig(layers=int(layers), epochs=0), 0, np.zeros(0, np.float32), 0.0)
@@ -193,31 +201,58 @@ def _exclude_mask(gold, qs, tools) -> np.ndarray:
     return mask
 
 
-def _optimizer(config: TuneConfig, total_steps: int):
+def _learning_rate(config: TuneConfig, warm, total):
+    """AdamW's learning rate at a step count: linear warm-up from 0 to ``config.lr`` over ``warm`` steps, then
+    linear decay to 0 over the other ``total − warm`` (optax.join_schedules of two optax.linear_schedule, written
+    out so that ``warm`` and ``total`` may be traced: each model of a mapped run has its own schedule length)."""
+    import jax.numpy as jnp
+
+    lr = float(config.lr)
+    decay = jnp.maximum(1, total - warm)
+
+    def schedule(count):
+        up = (0.0 - lr) * (1 - jnp.clip(count, 0, warm) / warm) + lr
+        down = (lr - 0.0) * (1 - jnp.clip(count - warm, 0, decay) / decay) + 0.0
+        return jnp.where(count < warm, up, down)
+
+    return schedule
+
+
+def warmup_steps(config: TuneConfig, total_steps: int) -> int:
+    """Steps of the learning-rate warm-up of a run of ``total_steps`` (at least 1)."""
+    return max(1, int(round(config.warmup * total_steps)))
+
+
+def _optimizer(config: TuneConfig, warm, total):
     import optax
 
-    warm = max(1, int(round(config.warmup * total_steps)))
-    schedule = optax.join_schedules([optax.linear_schedule(0.0, config.lr, warm),
-                                     optax.linear_schedule(config.lr, 0.0, max(1, total_steps - warm))], [warm])
-    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=config.weight_decay))
+    return optax.chain(optax.clip_by_global_norm(1.0),
+                       optax.adamw(_learning_rate(config, warm, total), weight_decay=config.weight_decay))
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig, total_steps: int):
-    """The jitted train step (top, opt_state, states, q, t, exclude) -> (top, opt_state, loss), one per model shape
-    and configuration (so repeated runs of one configuration compile once)."""
+def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig):
+    """The jitted train step of a group of models, every argument but ``states`` with a leading model axis:
+    (top, opt_state, live bool [M], warm int [M], total int [M], states, q_tok, q_seg, t_tok, t_seg, exclude) ->
+    (top, opt_state, loss [M]). A model whose ``live`` is False (its schedule is over: a padded step) keeps its
+    top and optimiser state unchanged. Mapped over the models with ``model.groups.map_models`` (vmap; lax.map on
+    one CPU device); one compilation per model shape, configuration and group size."""
     import jax
+    import jax.numpy as jnp
     import optax
 
-    opt = _optimizer(config, total_steps)
+    from riskrank_jax.model.groups import map_models
+
     loss = functools.partial(_loss, shape=shape, pooling=pooling, normalize=normalize, temperature=config.temperature)
 
-    def step(top, opt_state, states, q, t, exclude):
-        value, grads = jax.value_and_grad(loss)(top, states, q, t, exclude)
-        updates, opt_state = opt.update(grads, opt_state, top)
-        return optax.apply_updates(top, updates), opt_state, value
+    def one(top, opt_state, live, warm, total, states, q_tok, q_seg, t_tok, t_seg, exclude):
+        value, grads = jax.value_and_grad(loss)(top, states, (q_tok, q_seg), (t_tok, t_seg), exclude)
+        updates, new_opt = _optimizer(config, warm, total).update(grads, opt_state, top)
+        keep = lambda new, old: jnp.where(live, new, old)  # noqa: E731
+        return (jax.tree.map(keep, optax.apply_updates(top, updates), top), jax.tree.map(keep, new_opt, opt_state),
+                value)
 
-    return jax.jit(step, donate_argnums=(0, 1))
+    return jax.jit(map_models(one, (0, 0, 0, 0, 0, None, 0, 0, 0, 0, 0)), donate_argnums=(0, 1))
 
 
 @functools.lru_cache(maxsize=8)
@@ -227,10 +262,147 @@ def _compiled_encode(shape, pooling: str, normalize: bool):
     return jax.jit(functools.partial(_encode_top, shape=shape, pooling=pooling, normalize=normalize))
 
 
-def _run_store(checkpoint_dir, encoder, config: TuneConfig, seed: int, n_steps: int, data_id: str, evaluated: bool):
+@dataclass(frozen=True, eq=False)
+class TuneJob:
+    """One model of a tuning run: train_idx int [n], its training queries; hard int [Q, P], each query's
+    first-stage best non-gold tools; seed, which draws its batch schedule (``batch_schedule``); evaluate,
+    ``TunedEncoder -> float`` (higher is better) after each of its epochs, its best epoch's layers kept (None: its
+    last layers)."""
+
+    train_idx: np.ndarray
+    hard: np.ndarray
+    seed: int
+    evaluate: Callable | None = None
+
+
+def tune_bytes(top, bq: int, bt: int, wq: int, wt: int, num_heads: int) -> int:
+    """Estimated bytes of one model's training step (what grows with the models of a group): its top layers with
+    their gradients, Adam moments and best copy, and the activations kept for the backward pass of ``bq`` query
+    rows of ``wq`` tokens and ``bt`` tool rows of ``wt`` tokens."""
+    params = sum(int(np.size(a)) for lp in top for name in lp for a in lp[name])
+    tokens = bq * wq + bt * wt
+    d, ffn = (int(np.shape(top[0]["ffn_in"][0])[i]) for i in (0, 1))
+    per_layer = tokens * (8 * d + 3 * ffn) + 3 * num_heads * (bq * wq * wq + bt * wt * wt)
+    return 4 * (6 * params + len(top) * per_layer + tokens * d)
+
+
+def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train_idx, hard, seed: int,
+                 config: TuneConfig = TuneConfig(), *, checkpoint_dir=None, data_id: str | None = None,
+                 progress: bool = True, desc: str = "tuning encoder", max_steps: int | None = None,
+                 evaluate=None) -> TunedEncoder:
+    """Train the top ``config.layers`` layers of ``encoder`` on the queries ``train_idx``: ``tune_encoders``
+    with the one model ``TuneJob(train_idx, hard, seed, evaluate)`` (see there for the arguments)."""
+    job = TuneJob(np.asarray(train_idx), np.asarray(hard), int(seed), evaluate)
+    return tune_encoders(encoder, states, query_rows, tool_rows, gold, [job], config, checkpoint_dir=checkpoint_dir,
+                         data_id=data_id, progress=progress, desc=desc, max_steps=max_steps)[0]
+
+
+def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs, config: TuneConfig = TuneConfig(),
+                  *, checkpoint_dir=None, data_id: str | None = None, progress: bool = True,
+                  desc: str = "tuning encoder", max_steps: int | None = None,
+                  memory_budget: int | None = None) -> list[TunedEncoder]:
+    """Train the top ``config.layers`` layers of ``encoder`` once per ``TuneJob`` of ``jobs``, every model in one
+    jitted program per step (the models on a leading axis, ``model.groups.map_models``); one TunedEncoder per job.
+
+    states: ``TextStates`` of the query and tool texts after the frozen layers (frozen_layers = num_layers −
+    config.layers); query_rows int [Q] / tool_rows int [N]: each query's / tool's text in ``states``; gold int
+    [Q, G] (−1 pad). Each model takes the steps of its own schedule, as when it trains alone; models with
+    shorter schedules (fewer training queries) sit out the last steps unchanged. checkpoint_dir: an orbax run
+    directory (``model.checkpoints.RunStore``) of the stacked state: a killed run resumes there, a finished one is
+    returned untrained. max_steps: stop after this many steps (a time-boxed run: with a checkpoint_dir, a later
+    call continues where it stopped and ends where an uninterrupted run would); the result holds the layers so
+    far. A job's ``evaluate`` is called after each of its epochs; the layers of its best epoch are returned (ties:
+    the earlier), ``TunedEncoder.epoch_scores`` says why. memory_budget: bytes of the step's intermediates (the
+    models run in equal groups of as many as ``tune_bytes`` says fit; results do not depend on it).
+    """
+    import jax
+
+    from riskrank_jax.model.groups import plan_groups
+    from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
+
+    n_layers, jobs = _check_states(encoder, states, config), list(jobs)
+    gold, query_rows, tool_rows = np.asarray(gold), np.asarray(query_rows), np.asarray(tool_rows)
+    schedules, (bq, bt) = _schedules(gold, jobs, config)
+    top = [jax.tree.map(np.asarray, lp) for lp in encoder._params["layers"][n_layers - config.layers:]]
+    lengths = np.array([len(s) for s in schedules], np.int64)
+    n_models, n_steps = len(jobs), int(lengths.max())
+    warm = np.array([warmup_steps(config, n) for n in lengths], np.int32)
+    state = _initial_state(top, config, n_models, n_steps)
+    store, done = None, 0
+    if checkpoint_dir is not None:
+        data_id = data_id or hashlib.sha256(json.dumps(
+            [gold.tolist(), [list(map(int, j.train_idx)) for j in jobs]]).encode()).hexdigest()
+        store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, jobs, n_steps, data_id[:16]),
+                                         state)
+    widths = _widths(states, query_rows, tool_rows, jobs, config)
+    groups = plan_groups(n_models, tune_bytes(top, bq, bt, *widths, encoder._shape.num_heads),
+                         DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
+    loop = _Loop(encoder, states, config, jobs, schedules, warm, groups, store, widths)
+    stop = n_steps if max_steps is None else min(n_steps, int(max_steps))
+    t0 = time.perf_counter()
+    bar = progress_bar(enabled=progress and done < n_steps, total=n_steps, initial=done, unit="step",
+                       desc=desc + (f" ({n_models} models)" if n_models > 1 else ""), leave=False)
+    try:
+        state = loop.run(state, done, stop, query_rows, tool_rows, gold, bar)
+    finally:
+        bar.close()
+    if store is not None and stop == n_steps:
+        store.complete()
+    elif store is not None:
+        store.close()  # a time-boxed run: resumable, not complete
+    seconds = time.perf_counter() - t0
+    return [loop.result(m, state["best" if j.evaluate is not None and stop == n_steps else "top"], state, seconds)
+            for m, j in enumerate(jobs)]
+
+
+def _check_states(encoder, states: TextStates, config: TuneConfig) -> int:
+    """The encoder's number of layers, when ``states`` are its states below the top ``config.layers``."""
+    n_layers = encoder._shape.num_layers
+    if states.frozen_layers != n_layers - config.layers or states.encoder_id != encoder.model_id:
+        raise RiskRankError(f"the cached states are of layer {states.frozen_layers} of {states.encoder_id}; "
+                            f"training the top {config.layers} layers of {encoder.model_id} needs layer "
+                            f"{n_layers - config.layers}")
+    return n_layers
+
+
+def _widths(states: TextStates, query_rows, tool_rows, jobs, config: TuneConfig) -> tuple[int, int]:
+    """(query, tool) row widths of a run's training views: fixed, so that its step compiles once."""
+    train_q = np.unique(np.concatenate([np.asarray(j.train_idx, np.int64) for j in jobs]))
+    return (_width(states.lengths(query_rows[train_q]), config.max_query_tokens),
+            _width(states.lengths(tool_rows), config.max_tool_tokens))
+
+
+def _schedules(gold, jobs, config: TuneConfig) -> tuple[list, tuple[int, int]]:
+    """(each job's ``batch_schedule``, (queries, tools) per step, the same for every job)."""
+    if not jobs:
+        raise RiskRankError("no model to tune")
+    schedules = [batch_schedule(gold, j.train_idx, np.asarray(j.hard), j.seed, config) for j in jobs]
+    if not all(schedules):
+        raise RiskRankError("no training step: fewer training queries than one batch")
+    sizes = {(q.size, t.size) for s in schedules for q, t in s[:1]}
+    if len(sizes) > 1:
+        raise RiskRankError(f"the models of one tuning run need one batch size; their training queries give "
+                            f"{sorted(sizes)} (queries, tools) per step")
+    return schedules, next(iter(sizes))
+
+
+def _initial_state(top, config: TuneConfig, n_models: int, n_steps: int) -> dict:
+    """A new run's host state, stacked over the models: layers, optimiser state, best layers, losses [M, steps],
+    per-epoch scores [M, epochs] (NaN: not evaluated)."""
+    import jax
+
+    stack = lambda tree: jax.tree.map(lambda a: np.stack([np.asarray(a)] * n_models), tree)  # noqa: E731
+    return {"top": stack(top), "opt": stack(_optimizer(config, 1, n_steps).init(top)), "best": stack(top),
+            "losses": np.zeros((n_models, n_steps), np.float32),
+            "scores": np.full((n_models, config.epochs), np.nan, np.float32)}
+
+
+def _run_store(checkpoint_dir, encoder, config: TuneConfig, jobs, n_steps: int, data_id: str):
     from riskrank_jax.model.checkpoints import RunStore
 
-    run_config = {"kind": "encoder-tune", "encoder": encoder.model_id, "seed": int(seed), "evaluated": evaluated,
+    run_config = {"kind": "encoder-tune", "encoder": encoder.model_id,
+                  "models": [{"seed": int(j.seed), "evaluated": j.evaluate is not None,
+                              "train_queries": int(np.size(j.train_idx))} for j in jobs],
                   "train_config": {**config.to_dict(), "epochs": n_steps}}  # RunStore counts save points as epochs
     return RunStore(checkpoint_dir, run_config, data_id)
 
@@ -245,103 +417,92 @@ def _open_store(store, state: dict):
     return store, done, saved if saved is not None else state
 
 
-def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train_idx, hard, seed: int,
-                 config: TuneConfig = TuneConfig(), *, checkpoint_dir=None, data_id: str | None = None,
-                 progress: bool = True, desc: str = "tuning encoder", max_steps: int | None = None,
-                 evaluate=None) -> TunedEncoder:
-    """Train the top ``config.layers`` layers of ``encoder`` on the queries ``train_idx``.
-
-    states: ``TextStates`` of the query and tool texts after the frozen layers (frozen_layers = num_layers −
-    config.layers); query_rows int [Q] / tool_rows int [N]: each query's / tool's text in ``states``; gold int
-    [Q, G] (−1 pad); hard int [Q, P]: each query's first-stage best non-gold tools. checkpoint_dir: an orbax run
-    directory (``model.checkpoints.RunStore``): a killed run resumes there, a finished one is returned untrained.
-    max_steps: stop after this many steps of the schedule (a time-boxed run: with a checkpoint_dir, a later call
-    continues where it stopped and ends where an uninterrupted run would); the result holds the layers so far.
-    evaluate: ``TunedEncoder -> float`` (higher is better, e.g. NDCG@5 on held-out queries), called after every
-    epoch; the layers of the best epoch are returned (ties: the earlier), ``TunedEncoder.epoch_scores`` says why.
-    """
-    import jax
-
-    n_layers = encoder._shape.num_layers
-    if states.frozen_layers != n_layers - config.layers or states.encoder_id != encoder.model_id:
-        raise RiskRankError(f"the cached states are of layer {states.frozen_layers} of {states.encoder_id}; "
-                            f"training the top {config.layers} layers of {encoder.model_id} needs layer "
-                            f"{n_layers - config.layers}")
-    gold, query_rows, tool_rows = np.asarray(gold), np.asarray(query_rows), np.asarray(tool_rows)
-    schedule = batch_schedule(gold, train_idx, np.asarray(hard), seed, config)
-    if not schedule:
-        raise RiskRankError("no training step: fewer training queries than one batch")
-    top = [jax.tree.map(np.asarray, lp) for lp in encoder._params["layers"][n_layers - config.layers:]]
-    state = {"top": top, "opt": _optimizer(config, len(schedule)).init(top), "best": top,
-             "losses": np.zeros(len(schedule), np.float32), "scores": np.full(config.epochs, np.nan, np.float32)}
-    store, done = None, 0
-    if checkpoint_dir is not None:
-        data_id = data_id or hashlib.sha256(json.dumps([gold.tolist(), list(map(int, train_idx))]).encode()).hexdigest()
-        store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, seed, len(schedule),
-                                                    data_id[:16], evaluate is not None), state)
-    stop = len(schedule) if max_steps is None else min(len(schedule), int(max_steps))
-    loop = _Loop(encoder, states, config, seed, schedule, store, evaluate,
-                 (_width(states.lengths(query_rows[train_idx]), config.max_query_tokens),
-                  _width(states.lengths(tool_rows), config.max_tool_tokens)))  # fixed widths: one compile
-    t0 = time.perf_counter()
-    bar = progress_bar(enabled=progress and done < len(schedule), total=len(schedule), initial=done, unit="step",
-                       desc=desc, leave=False)
-    try:
-        state = loop.run(state, done, stop, query_rows, tool_rows, gold, bar)
-    finally:
-        bar.close()
-    if store is not None and stop == len(schedule):
-        store.complete()
-    elif store is not None:
-        store.close()  # a time-boxed run: resumable, not complete
-    chosen = state["best"] if evaluate is not None and stop == len(schedule) else state["top"]
-    return loop.result(chosen, state, time.perf_counter() - t0)
-
-
 class _Loop:
-    """The training loop of ``tune_encoder``: steps, per-epoch evaluation, checkpoints."""
+    """The training loop of ``tune_encoders``: per step, every group of models through the compiled step; per
+    model, evaluation after each of its epochs; checkpoints of the stacked state."""
 
-    def __init__(self, encoder, states, config, seed, schedule, store, evaluate, widths):
-        self.encoder, self.states, self.config, self.seed = encoder, states, config, int(seed)
-        self.schedule, self.store, self.evaluate, self.widths = schedule, store, evaluate, widths
-        self.per_epoch = len(schedule) // max(1, config.epochs)
-        self.step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config, len(schedule))
+    def __init__(self, encoder, states, config, jobs, schedules, warm, groups, store, widths):
+        self.encoder, self.states, self.config, self.jobs = encoder, states, config, jobs
+        self.schedules, self.warm, self.groups, self.store, self.widths = schedules, warm, groups, store, widths
+        self.lengths = np.array([len(s) for s in schedules], np.int64)
+        self.per_epoch = np.maximum(1, self.lengths // max(1, config.epochs))
+        self.step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config)
 
-    def result(self, top, state, seconds: float) -> TunedEncoder:
-        import jax
-
+    def result(self, m: int, top, state, seconds: float) -> TunedEncoder:
+        """Model ``m``'s TunedEncoder with the layers ``top`` (stacked over the models, host or device)."""
         enc = self.encoder
         n = enc._shape.num_layers
-        return TunedEncoder(tuple(jax.tree.map(np.asarray, list(top))), enc.model_id, n - self.config.layers,
-                            enc.pooling, enc.normalize, self.config, self.seed, np.asarray(state["losses"]), seconds,
-                            np.asarray(state["scores"]))
+        layers = tuple(_numpy_tree(_row(lp, m)) for lp in top)
+        return TunedEncoder(layers, enc.model_id, n - self.config.layers, enc.pooling, enc.normalize, self.config,
+                            int(self.jobs[m].seed), np.asarray(state["losses"][m][:self.lengths[m]]), seconds,
+                            np.asarray(state["scores"][m]))
+
+    def _inputs(self, ix, i: int, query_rows, tool_rows, gold) -> tuple:
+        """The step-``i`` batch of the models ``ix`` (a model past its schedule repeats its last batch, not live)."""
+        live = np.array([i < self.lengths[m] for m in ix])
+        batches = [self.schedules[m][min(i, self.lengths[m] - 1)] for m in ix]
+        q = [self.states.rows(query_rows[qs], self.widths[0]) for qs, _ in batches]
+        t = [self.states.rows(tool_rows[tools], self.widths[1]) for _, tools in batches]
+        return ((live, self.warm[ix], self.lengths[ix].astype(np.int32)),
+                (np.stack([a for a, _ in q]), np.stack([b for _, b in q]), np.stack([a for a, _ in t]),
+                 np.stack([b for _, b in t]), np.stack([_exclude_mask(gold, qs, tools) for qs, tools in batches])))
 
     def run(self, state, done: int, stop: int, query_rows, tool_rows, gold, bar) -> dict:
         import jax
         import jax.numpy as jnp
 
-        top, opt_state = jax.tree.map(jnp.asarray, state["top"]), jax.tree.map(jnp.asarray, state["opt"])
-        dev, losses, scores = jnp.asarray(self.states.states), np.array(state["losses"]), np.array(state["scores"])
-        best = state["best"]
+        dev = jnp.asarray(self.states.states)
+        losses, scores = np.array(state["losses"]), np.array(state["scores"])
+        best = jax.tree.map(np.array, state["best"])  # host copies, written in place per model
+        groups = [(ix, n, jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), state["top"]),  # noqa: B023
+                   jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), state["opt"])) for ix, n in self.groups]  # noqa: B023
         for i in range(done, stop):
-            qs, tools = self.schedule[i]
-            q, t = self.states.rows(query_rows[qs], self.widths[0]), self.states.rows(tool_rows[tools], self.widths[1])
-            with jax.default_matmul_precision(self.encoder.precision):
-                top, opt_state, loss = self.step(top, opt_state, dev, q, t, _exclude_mask(gold, qs, tools))
-            losses[i] = float(loss)
+            stepped = []
+            for ix, n, top, opt_state in groups:
+                which, batch = self._inputs(ix, i, query_rows, tool_rows, gold)
+                with jax.default_matmul_precision(self.encoder.precision):
+                    top, opt_state, loss = self.step(top, opt_state, *which, dev, *batch)
+                loss = np.asarray(loss)
+                for r, m in enumerate(ix[:n]):
+                    if i < self.lengths[m]:
+                        losses[m, i] = loss[r]
+                stepped.append((ix, n, top, opt_state))
+            groups = stepped
+            live = self.lengths > i
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[i]:.3f}")
-            epoch_end = (i + 1) % self.per_epoch == 0
-            if self.evaluate is not None and epoch_end:
-                e = (i + 1) // self.per_epoch - 1
-                scores[e] = float(self.evaluate(self.result(top, {"losses": losses, "scores": scores}, 0.0)))
-                if e == 0 or scores[e] > np.nanmax(scores[:e]):
-                    best = jax.tree.map(np.asarray, list(top))
-            if self.store is not None and ((i + 1) % self.config.checkpoint_every == 0 or i + 1 == len(self.schedule)
-                                           or (epoch_end and self.evaluate is not None)):
-                self.store.save_epoch(i + 1, {"top": jax.tree.map(np.asarray, top), "best": best, "losses": losses,
-                                              "opt": jax.tree.map(np.asarray, opt_state), "scores": scores})
-        return {"top": top, "best": best, "losses": losses, "scores": scores}
+            bar.set_postfix(loss=f"{losses[live, i].mean():.3f}")
+            ends = [m for m in range(len(self.jobs)) if live[m] and (i + 1) % self.per_epoch[m] == 0]
+            evaluated = [m for m in ends if self.jobs[m].evaluate is not None]
+            if evaluated:
+                tops = _gathered([g[2] for g in groups], self.groups)
+                for m in evaluated:
+                    e = (i + 1) // self.per_epoch[m] - 1
+                    scores[m, e] = float(self.jobs[m].evaluate(self.result(m, tops, {"losses": losses,
+                                                                                   "scores": scores}, 0.0)))
+                    if e == 0 or scores[m, e] > np.nanmax(scores[m, :e]):
+                        for b, t in zip(jax.tree.leaves(best), jax.tree.leaves(tops)):
+                            b[m] = t[m]
+            if self.store is not None and ((i + 1) % self.config.checkpoint_every == 0 or i + 1 == losses.shape[1]
+                                           or evaluated):
+                self.store.save_epoch(i + 1, {"top": _gathered([g[2] for g in groups], self.groups), "best": best,
+                                              "losses": losses, "opt": _gathered([g[3] for g in groups], self.groups),
+                                              "scores": scores})
+        return {"top": _gathered([g[2] for g in groups], self.groups), "best": best, "losses": losses,
+                "scores": scores}
+
+
+def _row(tree, m: int):
+    """Row ``m`` of every leaf of a tree stacked over the models."""
+    import jax
+
+    return jax.tree.map(lambda a: a[m], tree)
+
+
+def _gathered(trees: list, groups: list):
+    """The groups' trees as one host tree over the run's models (padding rows dropped)."""
+    import jax
+
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x)[:n] for x, (_, n) in zip(xs, groups)]), *trees)
 
 
 def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batch: int = 256) -> np.ndarray:
@@ -351,7 +512,7 @@ def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batc
 
     rows = np.asarray(rows, np.int64)
     out = np.empty((rows.size, states.states.shape[1]), np.float32)
-    run = _compiled_encode(encoder._shape, tuned.pooling, tuned.normalize)
+    run = _compiled_encode(encoder.shape, tuned.pooling, tuned.normalize)
     top, dev = jax.tree.map(jnp.asarray, list(tuned.top)), jnp.asarray(states.states)
     lens = states.lengths(rows)
     order = np.argsort(lens, kind="stable")  # similar lengths share a batch: little padding
