@@ -91,14 +91,17 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 
 def cli_invoker(cache: str):
-    """`run(*args, code=0)`: invoke `riskrank-jax` in-process with RISKRANK_CACHE=cache, assert its exit status
-    and that no traceback was printed; returns click's Result."""
+    """`run(*args, code=0)`: invoke `riskrank-jax` in-process with RISKRANK_CACHE=cache (the arguments expanded
+    as the entry point does: `--seeds 1 2`), assert its exit status and that no traceback was printed; returns
+    click's Result. In-process: no fresh interpreter re-importing JAX per command."""
     from click.testing import CliRunner
 
     from riskrank_jax.cli.main import cli
+    from riskrank_jax.cli.options import expand_multi_value_options
 
     def run(*args, code=0):
-        res = CliRunner().invoke(cli, list(args), env={"RISKRANK_CACHE": cache})
+        argv = expand_multi_value_options([str(a) for a in args])
+        res = CliRunner().invoke(cli, argv, env={"RISKRANK_CACHE": str(cache)})
         assert res.exit_code == code, (res.output, res.stderr, res.exception)
         assert "Traceback" not in res.output + res.stderr
         return res

@@ -1,4 +1,5 @@
-"""The `riskrank-jax` commands on the embedded demo benchmark (real default encoder, temporary caches)."""
+"""The `riskrank-jax` commands on the embedded demo benchmark (real default encoder, temporary caches), invoked
+in-process; `--help` through the real entry points (`python -m riskrank_jax`, `python -m riskrank_jax.sweep`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ import sys
 
 import pytest
 
+from conftest import cli_invoker
 from riskrank_jax.cli.options import expand_multi_value_options
 
 
 def run_cli(*args, env_cache):
-    r = subprocess.run([sys.executable, "-m", "riskrank_jax", *args], capture_output=True, text=True,
-                       env={**__import__("os").environ, "RISKRANK_CACHE": str(env_cache)})
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
+    """stdout of `riskrank-jax ARGS` (exit status 0, no traceback), run in this process."""
+    return cli_invoker(str(env_cache))(*args).stdout
 
 
 @pytest.fixture(scope="module")
