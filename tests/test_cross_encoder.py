@@ -125,6 +125,7 @@ def test_loaded_classifier_equals_transformers_forward(classifier_dir):
     d, model, params = classifier_dir
     ce = cem.load_cross_encoder(d)
     assert ce.kind == "classifier" and ce.max_tokens == 64  # capped at the position table
+    assert ce.backend == "bert"  # the project's one BERT forward pass (encode/bert.py), checked against transformers'
     queries = ["please key1 the data", "find key2", "key3 report for my user with all new items and values"]
     texts = ["key1 tool for data", "key7 service", "key3 list of reports"]
     got = ce.score_pairs(queries, texts, batch_size=4)
@@ -155,7 +156,7 @@ def test_monot5_scores_true_minus_false_at_the_first_decoder_step(tmp_path):
     model.save_pretrained(str(tmp_path), params=params)
     tok.save_pretrained(str(tmp_path))
     ce = cem.load_cross_encoder(tmp_path)
-    assert ce.kind == "monot5"
+    assert ce.kind == "monot5" and ce.backend == "transformers"  # T5 needs transformers' class
     queries, texts = ["please key1", "key2 the data"], ["key1 tool for data", "key5 service"]
     got = ce.score_pairs(queries, texts)
     enc = tok([f"Query: {q} Document: {d} Relevant:" for q, d in zip(queries, texts)], padding=True,

@@ -8,7 +8,9 @@ bit-level behaviour). The layer maths is transformers' BertModel (post-LayerNorm
 the activation named by the config, exact-erf GELU for "gelu"); Q, K and V run as one fused matmul.
 
 `pack_params(flax_params, config)` turns FlaxBertModel's parameter tree into the flat, fused form
-`packed_hidden` reads; `pool_segments` gives each segment's pooled vector.
+`packed_hidden` reads; `pool_segments` gives each segment's pooled vector. `sequence_classifier_logits` runs the
+same layers over one (query, text) pair per row with token types, for the cross-encoder
+(riskrank_jax/model/cross_encoder.py): one BERT forward pass for the bi-encoder, the tuner and the cross-encoder.
 
 Why packed rows: several short texts share one row, so almost no compute goes to padding.
 """
@@ -49,10 +51,14 @@ class BertShape:
                          float(config.layer_norm_eps), act)
 
 
-def pack_params(params, shape: BertShape) -> dict:
-    """FlaxBertModel params -> {"emb": {...}, "layers": [{...}] * num_layers} as numpy float32, with the
-    query, key and value kernels concatenated into one [hidden, 3·hidden] kernel ("qkv")."""
-    f32 = partial(np.asarray, dtype=np.float32)
+def pack_params(params, shape: BertShape, *, xp=np, token_types: bool = False) -> dict:
+    """FlaxBertModel params -> {"emb": {...}, "layers": [{...}] * num_layers} as float32, with the query, key and
+    value kernels concatenated into one [hidden, 3·hidden] kernel ("qkv").
+
+    xp: numpy (packed once, on the host) or jax.numpy (packed inside a traced function, so gradients reach the
+    unpacked tree); token_types: keep the whole token-type table ("type", for inputs with token types), not only
+    its row 0 ("type0")."""
+    f32 = partial(xp.asarray, dtype=np.float32)
     e = params["embeddings"]
     emb = {
         "word": f32(e["word_embeddings"]["embedding"]),
@@ -60,13 +66,15 @@ def pack_params(params, shape: BertShape) -> dict:
         "type0": f32(e["token_type_embeddings"]["embedding"][0]),
         "ln": (f32(e["LayerNorm"]["scale"]), f32(e["LayerNorm"]["bias"])),
     }
+    if token_types:
+        emb["type"] = f32(e["token_type_embeddings"]["embedding"])
     layers = []
     for i in range(shape.num_layers):
         lp = params["encoder"]["layer"][str(i)]
         att = lp["attention"]["self"]
         layers.append({
-            "qkv": (np.concatenate([f32(att[n]["kernel"]) for n in ("query", "key", "value")], axis=1),
-                    np.concatenate([f32(att[n]["bias"]) for n in ("query", "key", "value")])),
+            "qkv": (xp.concatenate([f32(att[n]["kernel"]) for n in ("query", "key", "value")], axis=1),
+                    xp.concatenate([f32(att[n]["bias"]) for n in ("query", "key", "value")])),
             "att_out": (f32(lp["attention"]["output"]["dense"]["kernel"]),
                         f32(lp["attention"]["output"]["dense"]["bias"])),
             "att_ln": (f32(lp["attention"]["output"]["LayerNorm"]["scale"]),
@@ -119,10 +127,12 @@ def _attention(x, lp, same_segment, shape: BertShape):
     return (ctx[..., :hd] / jnp.maximum(ctx[..., hd:], 1e-30)).reshape(b, r, h)
 
 
-def embed_tokens(p: dict, input_ids, position_ids, shape: BertShape):
-    """The embedding layer's output float32 [B, R, hidden] (word + position + token type 0, LayerNorm)."""
+def embed_tokens(p: dict, input_ids, position_ids, shape: BertShape, token_type_ids=None):
+    """The embedding layer's output float32 [B, R, hidden] (word + position + token type, LayerNorm); token type 0
+    throughout unless ``token_type_ids`` int [B, R] is given (then ``p`` is packed with ``token_types=True``)."""
     emb = p["emb"]
-    x = emb["word"][input_ids] + emb["type0"] + emb["pos"][position_ids]
+    types = emb["type0"] if token_type_ids is None else emb["type"][token_type_ids]
+    x = emb["word"][input_ids] + types + emb["pos"][position_ids]
     return _layer_norm(x, emb["ln"], shape.layer_norm_eps)
 
 
@@ -168,3 +178,22 @@ def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):
     w = member.astype(hidden.dtype)
     sums = jnp.einsum("bsr,brh->bsh", w, hidden)
     return sums / jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1e-9)
+
+
+def sequence_classifier_logits(params, input_ids, attention_mask, token_type_ids, shape: BertShape):
+    """float32 [B, num_labels] of a BERT sequence classifier (transformers' BertForSequenceClassification, no
+    dropout): the pooler's tanh dense layer over the first token's last hidden state, then the classifier.
+
+    params: FlaxBertForSequenceClassification's tree ({"bert": {embeddings, encoder, pooler}, "classifier"}),
+    packed inside the trace so that gradients reach it; input_ids, attention_mask (1 for tokens, 0 for padding)
+    and token_type_ids int [B, L], one sequence (or pair) per row, positions 0 .. L - 1."""
+    import jax.numpy as jnp
+
+    bert = params["bert"]
+    p = pack_params(bert, shape, xp=jnp, token_types=True)
+    positions = jnp.broadcast_to(jnp.arange(input_ids.shape[1], dtype=jnp.int32), input_ids.shape)
+    x = embed_tokens(p, input_ids, positions, shape, token_type_ids)
+    hidden = run_layers(p["layers"], x, segment_attention(attention_mask), shape)
+    pooler, head = bert["pooler"]["dense"], params["classifier"]
+    pooled = jnp.tanh(hidden[:, 0] @ pooler["kernel"] + pooler["bias"])
+    return (pooled @ head["kernel"] + head["bias"]).astype(jnp.float32)

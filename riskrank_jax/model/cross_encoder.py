@@ -8,9 +8,11 @@
     rel = rerank_relevance(first_stage, cand, ce_s, gamma)     # float32 [Q, N]
     ce_tuned, report = train_cross_encoder(ce, query_texts, gold, tool_texts, first_stage, seed, config)
 
-One forward implementation: transformers' Flax classes (``FlaxAutoModelForSequenceClassification``'s mapping,
-``FlaxT5ForConditionalGeneration`` for monoT5), so the cross-encoder trained here and the general-purpose
-baselines (``BASELINE_RERANKERS``) run the same code. Two kinds of model:
+A BERT classifier (the cross-encoder trained here from the bi-encoder, the ms-marco MiniLM baselines) runs the
+project's one BERT forward pass (``encode.bert.sequence_classifier_logits``, the bi-encoder's and the tuner's
+layers); other families run transformers' Flax classes (``FlaxAutoModelForSequenceClassification``'s mapping,
+``FlaxT5ForConditionalGeneration`` for monoT5). Both agree with transformers' own forward within 1e-5. Two kinds
+of model:
 
 - "classifier": a *ForSequenceClassification with one logit (two logits: logit 1 − logit 0); inputs
   ``[CLS] query [SEP] tool text [SEP]`` with token types 0/1, truncated longest-first to ``max_tokens``.
@@ -56,6 +58,7 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.encode import hf
+from riskrank_jax.encode.bert import ACTIVATIONS, BertShape, sequence_classifier_logits
 from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.encode.hf import WeightsAbsent
 from riskrank_jax.errors import RiskRankError
@@ -126,16 +129,35 @@ def _position_limit(config) -> int | None:
     return int(n) - 2 if config.model_type in ("roberta", "xlm-roberta", "camembert") else int(n)
 
 
+def _classifier_score(logits):
+    """float32 [B] of classifier logits [B, 1] (the logit) or [B, 2] (logit 1 − logit 0)."""
+    score = logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0]
+    return score.astype(jnp.float32)
+
+
 def _forward(model, kind: str, label_ids: tuple[int, int] | None, params, ids, mask, types):
-    """float32 [B]: one score per row of ids/mask/types int32 [B, L] (not jitted; see ``CrossEncoder``)."""
+    """float32 [B]: one score per row of ids/mask/types int32 [B, L] through transformers' Flax class (not
+    jitted; see ``CrossEncoder``)."""
     if kind == "monot5":
         start = jnp.full((ids.shape[0], 1), model.config.decoder_start_token_id, jnp.int32)
         logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=start, params=params,
                        train=False).logits[:, 0, :]
         return (logits[:, label_ids[0]] - logits[:, label_ids[1]]).astype(jnp.float32)
-    logits = model(ids, attention_mask=mask, token_type_ids=types, params=params, train=False).logits
-    score = logits[:, 0] if logits.shape[-1] == 1 else logits[:, 1] - logits[:, 0]
-    return score.astype(jnp.float32)
+    return _classifier_score(model(ids, attention_mask=mask, token_type_ids=types, params=params, train=False).logits)
+
+
+def _bert_forward(shape: BertShape, params, ids, mask, types):
+    """float32 [B]: ``_forward`` of a BERT classifier through the project's one BERT forward pass
+    (``encode.bert.sequence_classifier_logits``)."""
+    return _classifier_score(sequence_classifier_logits(params, ids, mask, types, shape))
+
+
+def _runs_on_bert_py(model, kind: str) -> bool:
+    """Whether a model is a BERT sequence classifier the project's own BERT forward pass runs (a BERT body, its
+    pooler and a classifier head); other families (RoBERTa, XLM-R, T5) run through transformers."""
+    tree = getattr(model, "params_shape_tree", None) or {}
+    return (kind == "classifier" and model.config.model_type == "bert" and set(tree) == {"bert", "classifier"}
+            and "pooler" in tree["bert"] and str(getattr(model.config, "hidden_act", "")) in ACTIVATIONS)
 
 
 class CrossEncoder:
@@ -157,9 +179,17 @@ class CrossEncoder:
         if self.kind == "monot5":
             vocab = tok.get_vocab()
             labels = tuple(vocab.get(f"▁{w}", tok.convert_tokens_to_ids(w)) for w in ("true", "false"))
-        fn = functools.partial(_forward, self.model, self.kind, labels)
+        if _runs_on_bert_py(self.model, self.kind):
+            backend, fn = "bert", functools.partial(_bert_forward, BertShape.from_config(self.model.config))
+        else:
+            backend, fn = "transformers", functools.partial(_forward, self.model, self.kind, labels)
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        return {"forward": fn, "jitted": jax.jit(fn), "pad_id": int(pad), "label_ids": labels}
+        return {"forward": fn, "jitted": jax.jit(fn), "pad_id": int(pad), "label_ids": labels, "backend": backend}
+
+    @property
+    def backend(self) -> str:
+        """Which forward pass scores the pairs: "bert" (riskrank_jax/encode/bert.py) or "transformers"."""
+        return self._shared["backend"]
 
     @property
     def forward(self):
