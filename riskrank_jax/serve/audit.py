@@ -1,7 +1,9 @@
 """The gateway's audit log: one JSON line per call decision, on disk before the call is forwarded.
 
-Each line: time (UTC, ISO 8601), tool, server, risk_level, risk_source, decision, reason, arguments_sha256
-(sha256 of the arguments as canonical JSON). Never the argument values: they may hold secrets.
+Each line: time (UTC, ISO 8601), tool, server, risk_level, risk_source, decision, reason, rule, dimensions,
+session (the first 12 hex digits of the sha256 of the MCP session's key, null for calls of no session: lines of
+one session share it, and an HTTP session id, which lets its holder join the session, is never written) and
+arguments_sha256 (sha256 of the arguments as canonical JSON). Never the argument values: they may hold secrets.
 
 Why fsync before forwarding: a gateway killed right after a call must still leave that call's line complete.
 """
@@ -20,6 +22,11 @@ def arguments_digest(arguments) -> str:
     """sha256 hex digest of ``arguments`` as canonical JSON (sorted keys, no spaces)."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def session_digest(key: str | None) -> str | None:
+    """The audit line's session field: sha256(key)[:12], None for the gateway's flow (key None)."""
+    return None if key is None else hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 class AuditLog:
@@ -46,4 +53,4 @@ class AuditLog:
                 self._fd = -1
 
 
-__all__ = ["AuditLog", "arguments_digest"]
+__all__ = ["AuditLog", "arguments_digest", "session_digest"]

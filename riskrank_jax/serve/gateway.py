@@ -35,7 +35,7 @@ from typing import Annotated, Any
 import anyio
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.serve.audit import AuditLog, arguments_digest
+from riskrank_jax.serve.audit import AuditLog, arguments_digest, session_digest
 from riskrank_jax.serve.config import GatewayConfig, tool_name_safe
 from riskrank_jax.serve.downstream import Downstream, DownstreamError, log
 from riskrank_jax.serve.policy import Decision, Policy, decide
@@ -231,7 +231,7 @@ class Gateway:
                             for s in config.servers}
         self.catalog: Catalog | None = None
         self.rebuilds = 0
-        self.flows: dict = {}  # session (None: this gateway's one flow) -> the tool that returned untrusted content
+        self.flows: dict = {}  # session key (serve.mcp_app.session_key) -> the tool that returned untrusted content
         self.audit = AuditLog(options.audit_log) if options.audit_log else None
         self._encoder = encoder
         self._cache = None
@@ -382,11 +382,12 @@ class Gateway:
                          risk_level=None if i is None else int(catalog.ranker.risk_levels[i]),
                          risk_source=None if i is None else catalog.ranker.risk_source[i],
                          decision=decision, reason=reason, rule=rule, dimensions=dims,
-                         arguments_sha256=arguments_digest(arguments))
+                         session=session_digest(session), arguments_sha256=arguments_digest(arguments))
 
-    async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None):
+    async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None, session=None):
         """The owning server's result; an error result naming the server when it cannot be reached.
-        progress: async (progress, total, message) callback for the server's progress notifications."""
+        progress: async (progress, total, message) callback for the server's progress notifications; session:
+        the key of the MCP session the call came from (its flow records the answer)."""
         import mcp_types as types
 
         e = catalog.entries[i]
@@ -395,7 +396,7 @@ class Gateway:
         except DownstreamError as err:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {err}")],
                                         is_error=True)
-        self.note_answer(catalog, i)
+        self.note_answer(catalog, i, session)
         return result
 
     def note_answer(self, catalog: Catalog, i: int, session=None) -> None:

@@ -6,6 +6,11 @@ Confirmation of a call above ``allow_level`` goes through the SDK's resolver mec
 ones an ``elicitation/create`` request, and the call's body — the only place that forwards — runs after the
 answer.
 
+The session-flow rule (serve.policy) is kept per MCP session (`session_key`): one stdio or in-memory
+connection, or one streamable-HTTP session the SDK issued an ``Mcp-Session-Id`` for; HTTP requests that carry no
+session (stateless requests of the newest revision) share the gateway's one flow, so that the rule still holds
+across them.
+
 Why the SDK's server: the protocol (both eras, stdio and streamable HTTP) is the SDK's, never hand-written here.
 """
 
@@ -31,6 +36,26 @@ class Confirm(BaseModel):
 def _caps_elicit(ctx) -> bool:
     caps = getattr(ctx, "client_capabilities", None)
     return bool(caps is not None and getattr(caps, "elicitation", None) is not None)
+
+
+GATEWAY_FLOW = None  # the key of the gateway's one flow: requests that belong to no session
+
+
+def session_key(ctx) -> str | None:
+    """The key of the MCP session a request belongs to (the module docstring): "http:<Mcp-Session-Id>",
+    "connection:<id>" for a stdio or in-memory connection, else GATEWAY_FLOW. The HTTP session id is one the
+    SDK's session manager issued and checks (an unknown one is answered 404 before any tool runs)."""
+    if ctx is None:
+        return GATEWAY_FLOW
+    try:
+        headers = ctx.headers
+        session = ctx.session
+    except ValueError:  # no request context
+        return GATEWAY_FLOW
+    if headers is not None:
+        sid = headers.get("mcp-session-id")
+        return f"http:{sid}" if sid else GATEWAY_FLOW
+    return GATEWAY_FLOW if session is None else f"connection:{id(session)}"
 
 
 def search_text(result: dict) -> str:
@@ -75,7 +100,7 @@ def confirmation_resolver(gateway):
 
     async def ask(name: str, ctx: Context, arguments: dict[str, Any] | None = None):
         await catalog_or_none(gateway)
-        catalog, i, decision = gateway.gate(name, arguments if arguments is not None else {})
+        catalog, i, decision = gateway.gate(name, arguments if arguments is not None else {}, session_key(ctx))
         if decision.action != "confirm" or not _caps_elicit(ctx) or gateway.blocked(catalog.entries[i]):
             return Confirm(confirm=False)  # injected as AcceptedElicitation(data=Confirm(confirm=False))
         keys = ", ".join(sorted(arguments or {})) or "none"
@@ -108,7 +133,8 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
     A tool the policy lets through but that cannot run now (server restarting, unreadable schema) is refused
     with that reason, so the audit line says what really happened."""
     await catalog_or_none(gateway)
-    catalog, i, decision = gateway.gate(name, arguments)
+    session = session_key(ctx)
+    catalog, i, decision = gateway.gate(name, arguments, session)
     blocked = gateway.blocked(catalog.entries[i]) if decision.action != "refuse" and i is not None else None
     if blocked is not None:
         decision = Decision("refuse", blocked)
@@ -124,13 +150,13 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
             verdict = "refused"
     else:
         verdict = "allowed" if decision.action == "allow" else "refused"
-    gateway.record(catalog, i, name, arguments, verdict, decision.reason)
+    gateway.record(catalog, i, name, arguments, verdict, decision.reason, session)
     if decision.action != "allow":
         structured = {"refused": True, "tool": name, "reason": decision.reason}
         if i is not None:
             structured.update(risk_level=int(catalog.ranker.risk_levels[i]), risk_source=catalog.ranker.risk_source[i])
         return text_result(f"refused: {decision.reason}", structured, error=True)
-    return await gateway.forward(catalog, i, arguments, progress=progress_relay(ctx))
+    return await gateway.forward(catalog, i, arguments, progress=progress_relay(ctx), session=session)
 
 
 class GatewayServer(MCPServer):
@@ -200,4 +226,4 @@ def build_server(gateway) -> MCPServer:
     return server
 
 
-__all__ = ["build_server", "Confirm", "GatewayServer"]
+__all__ = ["build_server", "Confirm", "GatewayServer", "session_key", "GATEWAY_FLOW"]
