@@ -67,7 +67,7 @@ def time_training(ce, queries, tools, steps: int) -> tuple[float, float]:
     import numpy as np
     import optax
 
-    from riskrank_jax.model.cross_encoder import step_batch
+    from riskrank_jax.model.cross_encoder_train import step_batch
 
     items = np.arange(40, dtype=np.int32).reshape(8, 5)
     positive = np.zeros((8, 5), bool)

@@ -15,6 +15,7 @@ import pytest
 
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model import cross_encoder as cem
+from riskrank_jax.model import cross_encoder_train as cet
 from riskrank_jax.retrieve.hybrid import zscore
 
 KEYWORDS = [f"key{i}" for i in range(40)]
@@ -102,7 +103,7 @@ def trained(encoder_dir, task, tmp_path_factory):
     ce0 = cem.init_from_encoder(encoder_dir[0])
     ckpt = tmp_path_factory.mktemp("ce-ckpt") / "run"
     queries, gold, tools, first = task
-    tuned, report = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+    tuned, report = cet.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
                                             progress=False)
     return ce0, tuned, report, ckpt
 
@@ -111,8 +112,8 @@ def _gold_rank_mean(ce, task, rows):
     """Mean rank (0 = first) of the gold tool among each query's candidates by the CE alone, over the
     queries of ``rows`` whose gold tool is a candidate."""
     queries, gold, tools, first = task
-    cand = cem.candidates(first, CONFIG.top)[rows]
-    s = cem.ce_scores_for(ce, [queries[q] for q in rows], tools, cand, batch_size=CONFIG.score_batch,
+    cand = cet.candidates(first, CONFIG.top)[rows]
+    s = cet.ce_scores_for(ce, [queries[q] for q in rows], tools, cand, batch_size=CONFIG.score_batch,
                           progress=False)
     ranks = [int((s[i] > s[i][cand[i] == gold[q, 0]]).sum()) for i, q in enumerate(rows) if gold[q, 0] in cand[i]]
     return float(np.mean(ranks))
@@ -195,17 +196,17 @@ def test_training_lowers_the_loss_and_beats_the_untrained_model_on_heldout_queri
     assert report["steps"] == report["steps_run"] == 48 and report["resumed_from"] == 0
     assert report["train_pairs"] == 48 * 8 * 5
     table = report["heldout_ndcg@5_by_gate"]
-    assert sorted(table) == list(CONFIG.gates) and report["gate"] == cem.choose_gate(table)
+    assert sorted(table) == list(CONFIG.gates) and report["gate"] == cet.choose_gate(table)
     queries, gold, tools, first = task
-    cand = cem.candidates(first, CONFIG.top)[held]
-    s = cem.ce_scores_for(tuned, [queries[q] for q in held], tools, cand, batch_size=CONFIG.score_batch)
-    assert cem.gate_table(first[held], cand, s, gold[held], CONFIG.gates) == table
+    cand = cet.candidates(first, CONFIG.top)[held]
+    s = cet.ce_scores_for(tuned, [queries[q] for q in held], tools, cand, batch_size=CONFIG.score_batch)
+    assert cet.gate_table(first[held], cand, s, gold[held], CONFIG.gates) == table
 
 
 def test_a_finished_checkpoint_is_reused_and_a_killed_run_resumes(trained, task):
     ce0, tuned, report, ckpt = trained
     queries, gold, tools, first = task
-    same, rep2 = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+    same, rep2 = cet.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
                                          progress=False)
     assert rep2["steps_run"] == 0 and rep2["losses"] == report["losses"]
     jax.tree.map(np.testing.assert_array_equal, same.params, tuned.params)
@@ -213,7 +214,7 @@ def test_a_finished_checkpoint_is_reused_and_a_killed_run_resumes(trained, task)
     run = json.loads((ckpt / "run.json").read_text())
     (ckpt / "run.json").write_text(json.dumps({**run, "status": "running", "epochs_done": 24}))
     shutil.rmtree(ckpt / "state" / "48")
-    resumed, rep3 = cem.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
+    resumed, rep3 = cet.train_cross_encoder(ce0, queries, gold, tools, first, 0, CONFIG, checkpoint_dir=ckpt,
                                             progress=False)
     assert rep3["resumed_from"] == 24 and rep3["steps_run"] == 24 and rep3["losses"] == report["losses"]
     jax.tree.map(np.testing.assert_array_equal, resumed.params, tuned.params)
@@ -221,16 +222,16 @@ def test_a_finished_checkpoint_is_reused_and_a_killed_run_resumes(trained, task)
 
 def test_training_plan_lists_positives_then_first_stage_negatives(task):
     _, gold, _, first = task
-    cand = cem.candidates(first, CONFIG.top)
+    cand = cet.candidates(first, CONFIG.top)
     cfg = cem.CrossEncoderConfig(epochs=2, batch=8, negatives=4)
-    plan = cem.training_plan(gold, cand, np.arange(32), 5, cfg)
+    plan = cet.training_plan(gold, cand, np.arange(32), 5, cfg)
     assert plan["tools"].shape == (8, 8, 5) and (plan["queries"] >= 0).all()
     for s, r in np.ndindex(*plan["queries"].shape):
         q = plan["queries"][s, r]
         row, pos = plan["tools"][s, r], plan["positive"][s, r]
         assert list(row[pos]) == [gold[q, 0]] and pos[0] and not pos[1:].any()
         assert list(row[1:]) == [t for t in cand[q] if t != gold[q, 0]][:4]  # the best non-gold
-    again = cem.training_plan(gold, cand, np.arange(32), 5, cfg)
+    again = cet.training_plan(gold, cand, np.arange(32), 5, cfg)
     assert all(np.array_equal(plan[k], again[k]) for k in plan)
     assert sorted(plan["queries"][:4].reshape(-1)) == list(range(32))  # one epoch covers every query once
 
@@ -241,34 +242,34 @@ def test_training_plan_lists_positives_then_first_stage_negatives(task):
 def test_rerank_relevance_keeps_the_first_stage_at_gamma_zero_and_the_candidates_scale():
     rng = np.random.default_rng(4)
     first = rng.standard_normal((8, 30)).astype(np.float32)  # the held-out block's shapes: compiled already
-    cand = cem.candidates(first, 20)
+    cand = cet.candidates(first, 20)
     ce = rng.standard_normal((8, 20)).astype(np.float32)
     z = np.asarray(zscore(first))
-    rel0 = np.asarray(cem.rerank_relevance(first, cand, ce, 0.0))
+    rel0 = np.asarray(cet.rerank_relevance(first, cand, ce, 0.0))
     np.testing.assert_allclose(rel0, z, atol=1e-6)
     assert np.array_equal(np.argsort(-rel0, axis=1, kind="stable"), np.argsort(-first, axis=1, kind="stable"))
     is_cand = np.zeros(first.shape, bool)
     np.put_along_axis(is_cand, cand, True, axis=1)
     zc = np.take_along_axis(z, cand, axis=1)
     for gamma in (0.25, 0.5, 1.0):
-        rel = np.asarray(cem.rerank_relevance(first, cand, ce, gamma))
+        rel = np.asarray(cet.rerank_relevance(first, cand, ce, gamma))
         np.testing.assert_array_equal(rel[~is_cand], rel0[~is_cand])
         new = np.take_along_axis(rel, cand, axis=1)
         np.testing.assert_allclose(new.mean(1), zc.mean(1), atol=1e-5)
         np.testing.assert_allclose(new.std(1), zc.std(1), atol=1e-5)
-    rel1 = np.asarray(cem.rerank_relevance(first, cand, ce, 1.0))
+    rel1 = np.asarray(cet.rerank_relevance(first, cand, ce, 1.0))
     order = np.argsort(-np.take_along_axis(rel1, cand, axis=1), axis=1, kind="stable")
     assert np.array_equal(order, np.argsort(-ce, axis=1, kind="stable"))  # γ = 1: the CE's order
 
 
 def test_candidates_ties_go_to_the_lower_index_and_gate_ties_to_the_smaller_gamma():
-    assert cem.candidates(np.asarray([[1.0, 3.0, 3.0, 0.0, 3.0]]), 3).tolist() == [[1, 2, 4]]
-    assert cem.candidates(np.zeros((2, 4)), 20).shape == (2, 4)
-    assert cem.choose_gate({0.0: 0.5, 0.25: 0.5, 0.5: 0.4}) == 0.0
-    assert cem.choose_gate({0.0: 0.4, 0.25: 0.6, 0.5: 0.6, 1.0: 0.6}) == 0.25
-    a, b = cem.heldout_split(40, 0.2, 3)
+    assert cet.candidates(np.asarray([[1.0, 3.0, 3.0, 0.0, 3.0]]), 3).tolist() == [[1, 2, 4]]
+    assert cet.candidates(np.zeros((2, 4)), 20).shape == (2, 4)
+    assert cet.choose_gate({0.0: 0.5, 0.25: 0.5, 0.5: 0.4}) == 0.0
+    assert cet.choose_gate({0.0: 0.4, 0.25: 0.6, 0.5: 0.6, 1.0: 0.6}) == 0.25
+    a, b = cet.heldout_split(40, 0.2, 3)
     assert len(b) == 8 and sorted([*a, *b]) == list(range(40))
-    assert np.array_equal(b, cem.heldout_split(40, 0.2, 3)[1]) and not np.array_equal(b, cem.heldout_split(40, 0.2, 4)[1])
+    assert np.array_equal(b, cet.heldout_split(40, 0.2, 3)[1]) and not np.array_equal(b, cet.heldout_split(40, 0.2, 4)[1])
 
 
 # ---- (d) baselines offline, (e) bad paths

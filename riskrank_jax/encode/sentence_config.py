@@ -1,4 +1,4 @@
-"""What a sentence-transformers model directory says: which model (the embedded default), its pooling, length and casing.
+"""What a sentence-transformers model directory says: the model (the embedded default), its pooling, length, casing.
 
 How the model's own files are read (missing files fall back to the defaults shown):
 - pooling: `modules.json` names the Pooling module's folder (usually `1_Pooling/`); its `config.json`

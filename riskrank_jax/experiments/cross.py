@@ -26,6 +26,7 @@ import numpy as np
 
 from riskrank_jax.experiments.stages import short_hash
 from riskrank_jax.model import cross_encoder as ce_lib
+from riskrank_jax.model import cross_encoder_train as ce_train
 from riskrank_jax.retrieve.hybrid import fuse
 
 BASELINE_TOP = 100  # the paper's rerankers rerank the dense top-100
@@ -54,7 +55,7 @@ def fit_cross_encoders(bench, fs, cfg, encoder_dir, ckpt_root) -> CrossModels:
             w = float(fs.weights["named"][fold])
             first = np.asarray(fuse(fs.train_dense_named[rows], fs.train_bm25_named[rows], w))
             ce = ce_lib.init_from_encoder(encoder_dir, seed=int(seed), max_tokens=config.max_tokens)
-            tuned, rep = ce_lib.train_cross_encoder(ce, [texts[i] for i in rows], gold[rows], tools, first, int(seed),
+            tuned, rep = ce_train.train_cross_encoder(ce, [texts[i] for i in rows], gold[rows], tools, first, int(seed),
                                                     config, checkpoint_dir=root / f"seed{seed}-fold{fold}")
             models.append(tuned)
             gates.append(rep["gate"])
@@ -77,11 +78,11 @@ def with_cross(x, models: CrossModels, n_seeds: int, top: int):
         s, f = divmod(m, n_f)
         idx = np.flatnonzero(fold == f)
         first = np.asarray(fuse(dense[idx], bm25[idx], models.weight[m]))
-        cand = ce_lib.candidates(first, top)
+        cand = ce_train.candidates(first, top)
         gate = float(models.gate[m])
-        scores = (ce_lib.ce_scores_for(model, [x.query_texts[i] for i in idx], list(x.named_tool_texts), cand)
+        scores = (ce_train.ce_scores_for(model, [x.query_texts[i] for i in idx], list(x.named_tool_texts), cand)
                   if gate > 0 else np.zeros(cand.shape, np.float32))
-        out[idx, s] = np.asarray(ce_lib.rerank_relevance(first, cand, scores, gate))
+        out[idx, s] = np.asarray(ce_train.rerank_relevance(first, cand, scores, gate))
     return dataclasses.replace(x, first={**x.first, ("ce_rerank", "named"): out})
 
 
@@ -92,9 +93,9 @@ def baseline_relevance(name: str, x) -> np.ndarray | str:
     if isinstance(model, str):
         return model
     dense = x.first["dense", "description"]
-    cand = ce_lib.candidates(dense, BASELINE_TOP)
-    scores = ce_lib.ce_scores_for(model, list(x.query_texts), list(x.tool_texts), cand)
-    return np.asarray(ce_lib.rerank_relevance(dense, cand, scores, 1.0))[:, None]
+    cand = ce_train.candidates(dense, BASELINE_TOP)
+    scores = ce_train.ce_scores_for(model, list(x.query_texts), list(x.tool_texts), cand)
+    return np.asarray(ce_train.rerank_relevance(dense, cand, scores, 1.0))[:, None]
 
 
 def cross_summary(models: CrossModels) -> dict:

@@ -6,7 +6,9 @@
     checkpoints.py per-epoch orbax checkpoints, resumed or set aside when stale
     rerank.py      the correction reranker over a first stage (beyond the paper)
     encoder_tune.py the encoder's top layers fine-tuned on (query, gold tool) pairs (beyond the paper)
-    cross_encoder.py a gated cross-encoder second stage over the first stage's top candidates (transformers Flax)
+    cross_encoder.py a (query, tool text) pair model: config, loading, forward (BERT through encode/bert.py)
+    cross_encoder_train.py the cross-encoder trained on a benchmark's queries and gated onto the first stage's
+                   top candidates
     risk_head.py   the stand-alone risk head for user registries (ships `demo_minilm_head.npz`)
 
 Why stacked params: one program trains and scores every model at once, and a model does not depend on its neighbours.
