@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import (CATEGORY_NAMES, PERMISSION_CATEGORIES, matched_categories, permission_mask,
-                                           permission_mask_words)
+from riskrank_jax.data.permissions import CATEGORY_NAMES, PERMISSION_CATEGORIES, permission_mask
 from riskrank_jax.model.risk_head import (HeadConfig, RiskHead, default_head, RiskHeadConfig, levels_from_scores,
                                           train_risk_head, train_risk_heads)
 from riskrank_jax.registry import RiskHeadError, load_registry
+from riskrank_jax.registry.permissions import matched_categories, permission_mask_words
 from riskrank_jax.registry.risk import (DEFAULT_KEYWORD_FLOORS, DEFAULT_RISK_FLOORS, RISK_KEYWORDS, RiskPolicy,
                                         assess_risk, keyword_floor, matched_groups, risk_keyword_mask)
 from riskrank_jax.registry.risk_agreement import auc, cross_val_scores, spearman

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import permission_mask_words
+from riskrank_jax.registry.permissions import permission_mask_words
 from riskrank_jax.experiments import transfer
 from riskrank_jax.model.risk_head import HeadConfig
 from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor

@@ -1,20 +1,20 @@
-"""Permission categories (docs/method.md §4), matched two ways.
+"""Permission categories (docs/method.md §4) and the paper's rule for them.
 
-* ``permission_mask`` — the paper's rule, used for the benchmark reproduction: a keyword matches when it is a
+* ``PERMISSION_CATEGORIES``: the five categories and their keyword lists (one table for every rule).
+* ``permission_mask``: the paper's rule, used for the benchmark reproduction: a keyword matches when it is a
   substring of the lower-cased description. It over-matches ("script" inside "description", "eval" inside
   "evaluate", "exec" inside "executive").
-* ``permission_mask_words`` — the rule for user registries: the same keyword lists, matched on word
-  boundaries, with plain English inflections ("deletes", "deleted", "deleting", "scripts"). Use this one
-  for anything that is not a reproduction of the paper's tables.
+* ``split_identifier``: the words of camelCase / snake_case identifiers.
 
-Why two rules: the reproduction must match the paper's substring rule, user registries need word boundaries.
+User registries use the word-boundary rule over the same keyword lists (riskrank_jax/registry/permissions.py).
+
+Why here: every benchmark's tools carry the paper's permission mask, and the loaders build it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -43,45 +43,7 @@ def permission_mask(descriptions: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _inflected(word: str) -> str:
-    """A regex for `word` and its regular inflections: delete -> delete|deletes|deleted|deleting|deleter(s)."""
-    w = re.escape(word)
-    if word.endswith("e"):
-        return w[:-1] + "(?:e|es|ed|ing|er|ers)"
-    return w + "(?:s|es|ed|ing|er|ers)?"
-
-
-def keyword_pattern(keyword: str) -> str:
-    """Word-boundary regex of one keyword; every word of a multi-word keyword may inflect ("writes files")."""
-    words = keyword.split()
-    return r"\b" + r"[\s_-]+".join(_inflected(w) for w in words) + r"\b"
-
-
-@lru_cache(maxsize=1)
-def _category_regexes() -> tuple[re.Pattern, ...]:
-    return tuple(re.compile("|".join(keyword_pattern(k) for k in kws)) for kws in PERMISSION_CATEGORIES.values())
-
-
 def split_identifier(text: str) -> str:
     """Lower-cased words of identifiers inside `text`: "runShellCommand" -> "run shell command"."""
     text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", text)
     return re.sub(r"[_./:]+", " ", text).lower()
-
-
-def permission_mask_words(texts: Sequence[str]) -> np.ndarray:
-    """Word-boundary rule. bool [N, 5]: category c matches text i when a keyword of c (or an inflection of it)
-    appears as whole words. camelCase and snake_case identifiers are split first, so "deleteFile" and
-    "run_script" match "delete" and "run script"; "description" does not match "script"."""
-    regexes = _category_regexes()
-    out = np.zeros((len(texts), len(regexes)), dtype=bool)
-    for i, t in enumerate(texts):
-        low = split_identifier(t)
-        for c, rx in enumerate(regexes):
-            out[i, c] = rx.search(low) is not None
-    return out
-
-
-def matched_categories(text: str) -> tuple[str, ...]:
-    """Names of the categories the word-boundary rule finds in one text, in PERMISSION_CATEGORIES order."""
-    row = permission_mask_words([text])[0]
-    return tuple(c for c, hit in zip(CATEGORY_NAMES, row) if hit)

@@ -42,13 +42,13 @@ from pathlib import Path
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax.data.permissions import permission_mask_words
 from riskrank_jax.errors import DataError, RankerError
 from riskrank_jax.graph.tool_graph import build_tool_graph
 from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.rank.query_log import read_query_log
 from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
+from riskrank_jax.registry.permissions import permission_mask_words
 
 # --tune-encoder's settings: the sweep's epochs and learning rate, with 3 layers (chosen by benchmarks/fit_tune.py;
 # the figures are in docs/registry.md, "Fine-tuning the encoder").

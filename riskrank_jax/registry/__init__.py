@@ -8,6 +8,7 @@
     formats.py        format detection; adapters.py  entries -> `Tool` (tool.py) with clear errors
     jsontext.py       JSON that remembers each object's line, for error messages
     risk.py           `assess_risk`: each tool's level 1..5 and its source (declared, learned, keywords, mcp)
+    permissions.py    the permission classifier for user registries (word boundaries, inflections, identifiers)
     dimensions.py     what a tool does (mutation, public sink, secret source, untrusted content, execution,
                       money), each with its source, the MCP specification's defaults, and the one level function
     arguments.py      decisions that depend on a call's arguments (one read-only SQL statement, shell commands)

@@ -377,7 +377,8 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
     stays final (source "declared"); every other level is `level_from_dimensions`, its source the dimensions'
     one line (`DimensionAssessment.source_text`); learned: the model's highest must-confirm probability
     (P(destructive), public sink, secret source, execution, money; NaN without a model); scores (r − 1)/4."""
-    from riskrank_jax.data.permissions import CATEGORY_NAMES, permission_mask_words
+    from riskrank_jax.data.permissions import CATEGORY_NAMES
+    from riskrank_jax.registry.permissions import permission_mask_words
     from riskrank_jax.registry.risk import RiskAssessment
 
     declared = np.array([0 if r is None else r for r in registry.declared_risk], np.int32)

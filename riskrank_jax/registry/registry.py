@@ -11,9 +11,9 @@ from functools import cached_property
 
 import numpy as np
 
-from riskrank_jax.data.permissions import permission_mask_words
 from riskrank_jax.data.types import ToolRegistry
 from riskrank_jax.errors import DataError
+from riskrank_jax.registry.permissions import permission_mask_words
 from riskrank_jax.registry.tool import Annotations, Tool, tool_text
 
 
