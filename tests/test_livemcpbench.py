@@ -243,6 +243,66 @@ def test_rank_queries_runs_the_stages(ranker):
     assert any("convert_to_pdf" in n for n in names)
 
 
+def test_server_siblings_become_graph_edges(ranker, bench):
+    from riskrank_jax.experiments import livemcp
+
+    groups = livemcp.server_groups(np.array([0, 0, 1, 2, 2, 2]), 3)
+    np.testing.assert_array_equal(groups, [[0, 1, -1], [0, 1, -1], [2, -1, -1], [2, -1, -1], [3, 4, 5], [3, 4, 5]])
+    g = livemcp.with_server_graph(ranker, bench.servers.of_tool, bench.servers.size).graph
+    pairs = set(zip(np.asarray(g.senders).tolist(), np.asarray(g.receivers).tolist()))
+    of = bench.servers.of_tool
+    siblings = {(i, j) for i in range(bench.size) for j in range(bench.size) if i != j and of[i] == of[j]}
+    assert siblings and siblings <= pairs  # every two tools of one server are neighbours
+    assert not siblings <= set(zip(np.asarray(ranker.graph.senders).tolist(),
+                                   np.asarray(ranker.graph.receivers).tolist()))
+
+
+def test_a_ranker_moved_to_another_encoder_keeps_its_risk_and_config(ranker, bench):
+    from riskrank_jax.experiments.livemcp import _server_texts_in_order
+    from riskrank_jax.experiments.livemcp_transfer import with_encoder
+
+    same = with_encoder(ranker, ranker.encoder, False, _server_texts_in_order(bench))
+    np.testing.assert_allclose(same.tool_emb, ranker.tool_emb, atol=1e-6)
+    np.testing.assert_allclose(same.server_emb, ranker.server_emb, atol=1e-6)
+    np.testing.assert_array_equal(same.risk_scores, ranker.risk_scores)
+    assert same.config == ranker.config and same.risk_source == ranker.risk_source
+    q = ["Write a report on the weather and save it as a Word document"]
+    np.testing.assert_array_equal(same.rank(ranker.encode_queries(q), k=5, q_texts=q),
+                                  ranker.rank(ranker.encode_queries(q), k=5, q_texts=q))
+    with pytest.raises(ValueError, match="server texts"):
+        with_encoder(ranker, ranker.encoder, False, ["one"])
+
+
+def test_sub_pools_by_server_remap_gold_and_drop_tasks_without_any():
+    from types import SimpleNamespace
+
+    from riskrank_jax.experiments import livemcp_defaults as d
+
+    of_tool = np.array([0, 0, 1, 2, 2])
+    b = SimpleNamespace(documents=("s0", "s1", "s2"), size=5, servers=SimpleNamespace(of_tool=of_tool),
+                        queries=SimpleNamespace(gold=np.array([[0, 3, -1], [2, -1, -1], [4, 1, 2]])))
+    docs, tools, rows, gold = d.sub_pool(b, np.array([True, False, True]))
+    assert docs == ["s0", "s2"] and tools.tolist() == [0, 1, 3, 4] and rows.tolist() == [0, 2]
+    assert gold.tolist() == [[2, 0], [3, 1]]  # sub-pool ids, the task's kept gold first, -1 padding after
+    r = d.needrisk_recall_at_k(np.array([[0, 1, 2], [3, 4, 5]]), np.array([[0, 5], [1, -1]]),
+                               np.array([3, 1, 1, 1, 1, 3]), k=2)
+    assert r[0] == 0.5 and np.isnan(r[1])  # task 0 needs tools 0 and 5, finds 0; task 1 needs none
+
+
+def test_the_defaults_rule_takes_the_largest_safe_lambda():
+    from riskrank_jax.experiments.livemcp_defaults import choose
+
+    def m(ndcg, recall=0.6, hit=0.5, nr=0.5):
+        return {"ndcg@5": ndcg, "recall@10": recall, "needrisk_hit@5": hit, "needrisk_recall@10": nr}
+
+    table = {(0.0, 0.0): m(0.40), (0.5, 0.0): m(0.395), (1.0, 0.0): m(0.402), (2.0, 0.0): m(0.38),
+             (0.0, 0.2): m(0.41), (0.5, 0.2): m(0.405), (1.0, 0.2): m(0.404, nr=0.4), (2.0, 0.2): m(0.39)}
+    # λ 2 loses NDCG@5 (> 0.01 below 0.41); λ 1 at α 0.2 hides a needed must-confirm tool; λ 1 at α 0 keeps all
+    assert choose(table) == (1.0, 0.0)
+    table[(1.0, 0.0)] = m(0.405, recall=0.58)  # Recall@10 0.02 below λ = 0: not eligible either
+    assert choose(table) == (0.5, 0.2)
+
+
 # ---------------------------------------------------------------------------------------------- the sweep
 
 
@@ -265,6 +325,16 @@ def test_the_sweep_rows_on_the_fixture(bench, encoder, tmp_path):
     assert again["rows"] == res["rows"]  # deterministic
 
 
+def _transfer_trained(committed) -> bool:
+    """Whether the committed run's transferred models are in this checkout's checkpoints (loaded, not trained)."""
+    t = committed.get("transfer") or {}
+    dirs = [Path(t[k]["dir"]).name for k in ("tuned_encoder", "cross_encoder") if t.get(k)]
+    from riskrank_jax.paths import default_checkpoint_dir
+
+    root = default_checkpoint_dir() / "livemcpbench"
+    return bool(dirs) and all((root / d / "transfer.json").is_file() for d in dirs)
+
+
 @pytest.mark.realdata
 def test_the_committed_livemcpbench_results_are_reproduced(tmp_path, real_root):
     """A rerun of the sweep on the real files gives the committed rows (within the cross-machine tolerance)."""
@@ -274,8 +344,11 @@ def test_the_committed_livemcpbench_results_are_reproduced(tmp_path, real_root):
 
     committed = json.loads((REFERENCE_RESULTS_DIR / "livemcpbench" / "results.json").read_text())
     cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": committed["config"]["mcp"]["risk_labels"]})
-    res = livemcp.run_livemcpbench(cfg, tmp_path, report_to=lambda s: None)
+    # the transfer rows are compared when their models are in the checkpoints (a fresh checkout would train them)
+    res = livemcp.run_livemcpbench(cfg, tmp_path, report_to=lambda s: None, transfer=_transfer_trained(committed))
+    committed["rows"] = {k: v for k, v in committed["rows"].items() if k in res["rows"]}
     assert list(res["rows"]) == list(committed["rows"])
+    assert set(res["rows"]) >= set(livemcp.ROWS)
     # within float noise of a crossing another CPU may move a task or two: at most 2 tasks' worth of a mean over
     # the tasks (query units, as the other sweeps' reproducibility rule), plus the 4-decimal rounding
     tolerance = 2 / committed["data"]["tasks_evaluated"] + 1e-4

@@ -15,6 +15,8 @@
     throughput.py  smoothing throughput (message passing vs scipy vs dense)
     reproducibility.py  what a rerun may differ by: flip bounds in query units, and the rule comparing two runs
     livemcp.py     the LiveMCPBench sweep: zero-shot rows over real MCP servers' tools (no training)
+    livemcp_transfer.py  its rows of models trained on Seal-Tools' training data (tuned encoder, cross-encoder)
+    livemcp_defaults.py  its zero-shot λ and α chosen by a rule on folds over servers, with the sensitivity
     mcp_risk_eval.py the MCP risk model and its baselines judged by folds over servers (gate metrics)
 
 Why variants are data: adding a row to the tables touches variants.py only, and the sweep is a loop over them.

@@ -48,6 +48,7 @@ from riskrank_jax import metrics
 from riskrank_jax.data.livemcpbench import load_livemcpbench, risk_labels
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.errors import DataError
+from riskrank_jax.experiments import livemcp_defaults as defaults_by_servers
 from riskrank_jax.experiments.stages import StageLog, short_hash
 from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
 from riskrank_jax.retrieve import first_stage, hybrid, servers
@@ -81,6 +82,9 @@ ROWS = {
                            {"server_context": True}),
     "ranker_server_text_steps": ("+ server context + multi-step, each tool's text with its server's",
                                  {"server_context": True, "multi_step": True}),
+    "ranker_graph_servers": ("the Ranker with each server's tools as a co-occurrence group of the graph (sibling "
+                             "edges), no server-context stage", None),
+    "ranker_server_graph": ("+ server context, and the server-sibling edges in the graph", None),
     "ranker_server_steps_cv": ("+ server context + multi-step, the three stage weights chosen on the other "
                                "tasks (5 folds over tasks; the only row that learns from the tasks)", None),
 }
@@ -88,13 +92,27 @@ ROWS = {
 CV_GRID = tuple((s, b, g) for s in (0.25, 0.5, 1.0) for b in (0.0, 0.5) for g in (0.0, 0.3, 0.6))
 # rows ranked by the Ranker over tool texts that end with their server's name and description
 SERVER_TEXT_ROWS = ("ranker_server_text", "ranker_server_text_steps")
-# rows that take a model trained on another benchmark: not run here, and why
-NOT_RUN = {
-    "sealtools_heads": "not run: the Seal-Tools-trained heads and correction reranker are trained per sweep and not "
-                       "saved as a registry ranker; applying them needs a ranker fitted on Seal-Tools first",
-    "ft_encoder": "not run: a tuned encoder (fit --tune-encoder) costs minutes per epoch on this CPU",
-    "cross_encoder": "not run: the cross-encoder rows are opt-in and too slow for this CPU (docs/beyond.md §7)",
+# the graph rows: (config change, whether the server-sibling edges are in the graph)
+GRAPH_ROWS = {"ranker_graph_servers": {}, "ranker_server_graph": {"server_context": True}}
+# rows of models trained on another benchmark's training data (``experiments.livemcp_transfer``), run when the
+# benchmark is read from the data directory: (what it is, the RankConfig change of the Ranker it starts from)
+TRANSFER_ROWS = {
+    "tuned_sealtools": ("ranker_server with the encoder tuned on Seal-Tools' training queries (its top 2 layers; no "
+                        "LiveMCPBench training)", {"server_context": True}),
+    "tuned_sealtools_text_steps": ("ranker_server_text_steps with the encoder tuned on Seal-Tools' training queries",
+                                   {"server_context": True, "multi_step": True}),
+    "cross_encoder_sealtools": ("ranker_server's top 20 reranked by the cross-encoder trained on Seal-Tools' training "
+                                "queries, its gate γ chosen on Seal-Tools' held-out queries", {"server_context": True}),
 }
+CE_TOP = 20  # ranker_server's candidates the cross-encoder reranks
+# rows that take a model trained on another benchmark and are not run here, and why
+NOT_RUN = {
+    "sealtools_heads": "not run: the Seal-Tools-trained dual heads and correction reranker score the benchmark's own "
+                       "embeddings of its own tools (f_rel over a fixed tool pool); they are not registry rankers and "
+                       "have no form that scores another registry's tools",
+}
+NOT_RUN_TRANSFER = ("not run: the transfer rows run on the benchmark read from the data directory (this run was "
+                    "given its benchmark)")
 
 
 def list_metrics(ranking, gold, confirm_levels=None) -> dict[str, jax.Array]:
@@ -215,6 +233,81 @@ def ranker_rows(cfg, bench, ranker, k: int, timed, text_ranker=None) -> None:
           lambda: top_order(servers.namesake_max(scores_of["ranker_server_steps"], group), k))
 
 
+def server_groups(of_tool, n_servers: int) -> np.ndarray:
+    """int32 [2·M, max tools of a server]: each server's tools, twice (-1 padded) — the co-occurrence "log" that
+    makes every two tools of one server a co-occurrence edge of the graph (``build_tool_graph`` keeps pairs seen
+    at least twice, weighted by count / the largest count: every sibling pair gets the full co-occurrence weight)."""
+    of_tool = np.asarray(of_tool)
+    rows = [np.flatnonzero(of_tool == m) for m in range(n_servers)]
+    out = np.full((2 * n_servers, max(1, max(map(len, rows), default=1))), -1, np.int32)
+    for m, r in enumerate(rows):
+        out[2 * m, :r.size] = out[2 * m + 1, :r.size] = r
+    return out
+
+
+def with_server_graph(ranker, of_tool, n_servers: int):
+    """``ranker`` with its graph rebuilt as ``from_registry`` builds it plus every pair of server siblings as a
+    co-occurrence edge (``server_groups``)."""
+    from riskrank_jax.registry.permissions import permission_mask_words
+    from riskrank_jax.graph.tool_graph import build_tool_graph
+    from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
+
+    graph = build_tool_graph(ranker.tool_emb, permission_mask_words(ranker.tool_texts), ranker.risk_levels,
+                             server_groups(of_tool, n_servers), max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+    return dataclasses.replace(ranker, graph=graph)
+
+
+def graph_rows(cfg, bench, ranker, k: int, timed) -> None:
+    """``GRAPH_ROWS``: the registry ranker with the server-sibling edges in its graph (``with_server_graph``)."""
+    graph_ranker = with_server_graph(ranker, bench.servers.of_tool, bench.servers.size)
+    for name, change in GRAPH_ROWS.items():
+        timed(name, lambda change=change: ranker_rankings(graph_ranker, list(bench.queries.texts),
+                                                          row_config(cfg, change), k)[0])
+
+
+def _server_texts_in_order(bench) -> list[str]:
+    """The servers' texts in the order a registry of the benchmark's documents lists its sources."""
+    text = dict(zip(bench.servers.names, bench.servers.texts))
+    return [text[bench.servers.names[m]] for m in dict.fromkeys(int(m) for m in bench.servers.of_tool)]
+
+
+def transfer_rows(cfg, bench, encoder, cache, rankers, k: int, timed) -> dict:
+    """``TRANSFER_ROWS`` (``experiments.livemcp_transfer``: trained on Seal-Tools' training queries, or loaded from
+    the checkpoints a previous sweep saved); returns {"tuned_encoder": how it trained, "cross_encoder": ...}."""
+    from riskrank_jax.experiments import livemcp_transfer as transfer
+    from riskrank_jax.paths import default_checkpoint_dir
+    from riskrank_jax.scoring import rank_order_host
+
+    ckpt = Path(cfg.runtime.checkpoint_dir).resolve() if cfg.runtime.checkpoint_dir else default_checkpoint_dir()
+    ranker, text_ranker = rankers
+    queries, info = list(bench.queries.texts), {}
+    t0 = time.perf_counter()
+    tuned_enc, info["tuned_encoder"] = transfer.source_tuned_encoder(cfg, encoder, cache, ckpt)
+    info["tuned_encoder"]["load_or_train_s"] = round(time.perf_counter() - t0, 1)
+    servers_text = _server_texts_in_order(bench)
+    t0 = time.perf_counter()
+    tuned = transfer.with_encoder(ranker, tuned_enc, cache, servers_text)
+    tuned_text = transfer.with_encoder(text_ranker, tuned_enc, cache, servers_text)
+    info["tuned_encoder"]["embed_registry_s"] = round(time.perf_counter() - t0, 1)
+    change = TRANSFER_ROWS["tuned_sealtools"][1]
+    timed("tuned_sealtools", lambda: ranker_rankings(tuned, queries, row_config(cfg, change), k)[0])
+    change = TRANSFER_ROWS["tuned_sealtools_text_steps"][1]
+    timed("tuned_sealtools_text_steps", lambda: ranker_rankings(tuned_text, queries, row_config(cfg, change), k)[0])
+
+    def cross():
+        from riskrank_jax.model.cross_encoder import candidates, rerank_relevance
+
+        _, total = ranker_rankings(ranker, queries, row_config(cfg, TRANSFER_ROWS["cross_encoder_sealtools"][1]),
+                                   k)
+        cand = candidates(total, min(CE_TOP, bench.size))
+        ce, info["cross_encoder"] = transfer.source_cross_encoder_scores(cfg, encoder, cache, ckpt, queries,
+                                                                         list(ranker.tool_texts), cand)
+        rel = np.asarray(rerank_relevance(total, cand, ce, info["cross_encoder"]["gate"]))
+        return rank_order_host(rel)[:, :k]
+    timed("cross_encoder_sealtools", cross)
+    return info
+
+
 def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
     """(tool texts, {"tools", "queries", "servers"} embeddings, (the registry Ranker, the one over texts with their
     servers'), {step: seconds}): what every row shares, the Ranker's programs compiled once by a warm-up run."""
@@ -281,9 +374,11 @@ def cv_row(cfg, bench, ranker, k: int) -> tuple[np.ndarray, list[dict]]:
     return out, chosen
 
 
-def evaluate_rows(cfg, bench, encoder, cache) -> dict:
-    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ...} for every
-    row of ``ROWS``."""
+def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
+    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ...,
+    "defaults": the λ / α choice by folds over servers (``experiments.livemcp_defaults``; None without labels or
+    with fewer than two servers per fold), "transfer": how the transferred models trained (None unless
+    ``transfer``)} for every row of ``ROWS`` (and ``TRANSFER_ROWS`` with ``transfer``)."""
     labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
     confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
     k = min(LIST_K, bench.size)
@@ -298,14 +393,23 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
 
     baseline_rows(cfg, bench, texts, emb, k, timed)
     ranker_rows(cfg, bench, ranker, k, timed, text_ranker)
+    graph_rows(cfg, bench, ranker, k, timed)
     cv = {}
 
     def run_cv():
         out, cv["chosen_per_fold"] = cv_row(cfg, bench, ranker, k)
         return out
     timed("ranker_server_steps_cv", run_cv)
+    transfer_info = transfer_rows(cfg, bench, encoder, cache, (ranker, text_ranker), k, timed) if transfer else None
+    defaults = None
+    if confirm is not None and bench.servers.size >= 2 * defaults_by_servers.FOLDS:
+        t0 = time.perf_counter()
+        defaults = defaults_by_servers.choose_by_server_folds(cfg, bench, encoder, cache, confirm,
+                                                              row_config(cfg, ROWS[rank_default_row(cfg)
+                                                                                   or "ranker_server"][1]))
+        defaults["cost_s"] = round(time.perf_counter() - t0, 1)
     rows = {}
-    for name in (n for n in ROWS if n in rankings):
+    for name in (n for n in (*ROWS, *TRANSFER_ROWS) if n in rankings):
         ids = rankings[name]
         rows[name] = summary(list_metrics(ids, bench.queries.gold, confirm))
         if confirm is None:
@@ -313,6 +417,7 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
     return {"rows": rows, "cost_s": cost, "common_cost_s": common,
             "sensitivity": sensitivity(cfg, bench, ranker, k, confirm),
             "cv": {"folds": cfg.mcp.cv_folds, "grid": [list(w) for w in CV_GRID], **cv},
+            "defaults": defaults, "transfer": transfer_info,
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
@@ -323,15 +428,18 @@ def evaluate_rows(cfg, bench, encoder, cache) -> dict:
 
 
 def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=None, report_to=click.echo,
-                     side_by_side: bool = False, bench=None, encoder=None) -> dict:
+                     side_by_side: bool = False, bench=None, encoder=None, transfer: bool | None = None) -> dict:
     """The LiveMCPBench sweep of ``cfg``: every row of ``ROWS`` on the benchmark under the data directory (or
     ``bench``), results.json and tables.md under <workdir>/livemcpbench/; a results.json of the same run key is
-    reused unless ``force``."""
+    reused unless ``force``. ``transfer``: also the ``TRANSFER_ROWS`` (default: when the benchmark is read from
+    the data directory; their models are trained once, on Seal-Tools' training queries, and then loaded from the
+    checkpoint root)."""
     from riskrank_jax.encode.encoder import load_encoder_lazily
 
     t0 = time.perf_counter()
     log = StageLog("livemcpbench")
     out_dir = Path(workdir) / "livemcpbench"
+    transfer = bench is None if transfer is None else bool(transfer)
     if bench is None:
         root = resolve_data_dir(cfg.data.data_dir) / "livemcpbench"
         if not root.is_dir():
@@ -342,7 +450,8 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
                                                           cfg.encoder.path)
     labels_path = _labels_path(cfg)
     run_key = short_hash([cfg.result_key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
-                          _file_hash(labels_path), _file_hash(RISK_MODEL_FILE), sorted(ROWS)])
+                          _file_hash(labels_path), _file_hash(RISK_MODEL_FILE), sorted(ROWS),
+                          sorted(TRANSFER_ROWS) if transfer else None])
     if not force:
         try:
             prev = json.loads((out_dir / "results.json").read_text())
@@ -354,16 +463,18 @@ def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=
                       "--force recomputes")
             return prev
     cache = EmbeddingCache(cfg.runtime.cache_dir)
-    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache)
+    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache, transfer)
     results = {
         "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks "
                                                  "(ranker_server_steps_cv chooses 3 weights by 5 folds over them)",
         "encoder": encoder.model_id, "k": LIST_K, "data": bench.notes,
         "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
         "tasks_without_gold": list(bench.no_gold),
-        "rows": ev["rows"], "row_descriptions": {name: text for name, (text, _) in ROWS.items()},
+        "rows": ev["rows"],
+        "row_descriptions": {name: text for name, (text, _) in (*ROWS.items(), *TRANSFER_ROWS.items())},
         "rank_default": rank_default_row(cfg),
-        "not_run": NOT_RUN, "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
+        "not_run": {**NOT_RUN, **({} if transfer else {name: NOT_RUN_TRANSFER for name in TRANSFER_ROWS})},
+        "transfer": ev["transfer"], "defaults": ev["defaults"], "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
         "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"], "cv": ev["cv"],
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
         "timings": log.timings, "run_key": run_key, "config": cfg.to_dict(),
@@ -434,11 +545,66 @@ def tables_md(results: dict) -> str:
             f"{cv['folds']} over the tasks, by NDCG@5 on the other folds' tasks, from {len(cv['grid'])} grid points: "
             + "; ".join(f"fold {i}: {c['server_weight']:g}, {c['sibling_weight']:g}, {c['step_weight']:g}"
                         for i, c in enumerate(cv["chosen_per_fold"])) + "."]
+    out += _transfer_md(results.get("transfer")) + _defaults_md(results.get("defaults"))
     out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
     out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
     out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
     return "\n".join(out) + "\n"
 
 
+def _transfer_md(info) -> list[str]:
+    if not info:
+        return []
+    t, out = info["tuned_encoder"], ["", "Models trained on Seal-Tools' training queries, applied without LiveMCPBench "
+                                     "training (`experiments.livemcp_transfer`; trained once, then loaded from the "
+                                     "checkpoints):", ""]
+    out.append(f"- tuned encoder: top {t['config']['layers']} layers, {t['train_queries']} training queries "
+               f"({t['heldout_queries']} held out), {t['steps']} steps, the epoch with the best held-out NDCG@5 of the "
+               f"tuned cosine (epoch {t['epoch']}: " + ", ".join(f"{x:.3f}" for x in t["heldout_ndcg@5_by_epoch"])
+               + f"; the frozen hybrid {t['heldout_ndcg@5_frozen_hybrid']:.3f}); training {t['trained_s']:.0f} s "
+               f"(once), embedding the registry with it {t['embed_registry_s']:.1f} s.")
+    c = info.get("cross_encoder")
+    if c:
+        gates = ", ".join(f"γ {g}: {v:.3f}" for g, v in c["heldout_ndcg@5_by_gate"].items())
+        out.append(f"- cross-encoder: all-MiniLM-L6-v2 with a new one-logit head, {c['train_queries']} training "
+                   f"queries, {c['steps']} steps ({c['train_pairs']} pairs); gate chosen on {c['heldout_queries']} "
+                   f"held-out Seal-Tools queries ({gates}) → γ = {c['gate']:g}; training "
+                   f"{c['trained_s'] or 0:.0f} s (once), scoring the {CE_TOP} candidates of the 94 tasks "
+                   f"{c['scored_s']:.0f} s (once; saved beside the run).")
+    return out
+
+
+def _defaults_md(d) -> list[str]:
+    if not d:
+        return []
+    out = ["", f"λ and α chosen by folds over servers (`experiments.livemcp_defaults`): {d['folds']} folds of "
+           f"{', '.join(map(str, d['servers_per_fold']))} servers; per fold the rule chooses on the other folds' "
+           f"servers (one registry) and is scored on the fold's own (another registry). Rule: the largest λ whose "
+           f"NDCG@5 is within {d['tolerance']:g} of the best at λ = 0, Recall@10 within {d['tolerance']:g} of its "
+           "α's λ = 0 value, and NeedRisk-Hit@5 / NeedRisk-Recall@10 (needed must-confirm tools in the top 5 / 10) "
+           "not below it; then the best α at that λ.", "",
+           "| fold | chosen λ | chosen α | choosing NDCG@5 | scoring NDCG@5 | scoring complete@10 | scoring tasks |",
+           "|---|---|---|---|---|---|---|"]
+    for c in d["chosen_per_fold"]:
+        out.append(f"| {c['fold']} | {c['lam']:g} | {c['alpha']:g} | {c['choosing']['ndcg@5']:.3f} | "
+                   f"{c['scoring']['ndcg@5']:.3f} | {c['scoring']['complete@10']:.3f} | {c['scoring']['tasks']} |")
+    sc, cur = d["scored_chosen"], d["scored_current"]
+    out += ["", f"On the scoring folds ({sc['tasks']} task-registry pairs, {sc['tasks_needing_confirm']} needing a "
+            f"must-confirm tool): each fold's choice NDCG@5 {sc['ndcg@5']:.3f}, complete@10 {sc['complete@10']:.3f}, "
+            f"Safe-RVR@5 {sc['safe_rvr@5']:.3f}; the shipped default (λ {d['current']['lam']:g}, α "
+            f"{d['current']['alpha']:g}) {cur['ndcg@5']:.3f}, {cur['complete@10']:.3f}, {cur['safe_rvr@5']:.3f}. The "
+            f"rule over all scoring folds at once picks λ {d['rule_on_all_scoring_folds']['lam']:g}, α "
+            f"{d['rule_on_all_scoring_folds']['alpha']:g}.", "",
+            "Sensitivity (pooled over the scoring folds):", "",
+            "| λ | α | NDCG@5 | Recall@10 | complete@10 | RVR@5 | Safe-RVR@5 | NeedRisk-Hit@5 | NeedRisk-Recall@10 |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in d["sensitivity"]:
+        out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@10']:.3f} | "
+                   f"{r['complete@10']:.3f} | {r['rvr@5']:.3f} | {r['safe_rvr@5']:.3f} | {r['needrisk_hit@5']:.3f} | "
+                   f"{r['needrisk_recall@10']:.3f} |")
+    return out
+
+
 __all__ = ["run_livemcpbench", "table_text", "tables_md", "evaluate_rows", "list_metrics", "summary", "ROWS",
+           "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph",
            "NOT_RUN", "NOT_LABELLED"]
