@@ -44,7 +44,7 @@ def main() -> None:
     from riskrank_jax.model.encoder_tune import _loss
 
     enc = load_encoder()
-    p, shape = jax.tree.map(jnp.asarray, enc._params), enc.shape
+    p, shape = jax.tree.map(jnp.asarray, enc.params), enc.shape
     b, length = 96, 32
     ids = jnp.asarray(np.random.default_rng(0).integers(1000, 20000, (b, length)), jnp.int32)
     pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))

@@ -123,6 +123,12 @@ class Encoder:
         return self._shape
 
     @property
+    def params(self) -> dict:
+        """The packed weights the forward pass reads (``encode.bert.pack_params``' tree), replicated over the
+        devices; frozen: the encoder never changes them."""
+        return self._params
+
+    @property
     def config(self):
         """The model's transformers BertConfig (read on first use: the encoder itself reads config.json directly)."""
         if self._bert_config is None:
