@@ -103,7 +103,7 @@ def _train_tuned(cfg, bench, base, cache, out: Path, enc_dir: Path) -> dict:
             texts.append(q)
         q_rows.append(where[q])
     q_rows, t_rows = np.asarray(q_rows, np.int64), np.arange(n_tools)
-    states = TextStates.build(base, texts, base._shape.num_layers - cfg.tune.layers)
+    states = TextStates.build(base, texts, base.shape.num_layers - cfg.tune.layers)
     states_s = time.perf_counter() - t0
     first = _first_stage(bench, base, cache)
     train_ids, held = _heldout(gold.shape[0])
