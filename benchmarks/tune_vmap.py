@@ -4,14 +4,15 @@ Both paths call ``model.encoder_tune.tune_encoders`` on the same data: once with
 way), then once per model (a model axis of 1, what ``tune_encoder`` does). On one CPU device the model axis runs
 as ``lax.map`` (``model.groups.map_models``); ``--vmap`` adds a third run with ``jax.vmap`` forced, what an
 accelerator runs. Each path is compiled first (one step, not timed), then timed over ``--steps`` steps of every
-model; the ratio is looped seconds / together seconds, in this run.
+model, ``--repeat`` times in alternation (the best of each kept: on a shared CPU the others' load comes and
+goes); the ratio is looped seconds / together seconds, in this run.
 
 Data: the embedded demo benchmark and the embedded all-MiniLM-L6-v2, the sweep's tuning configuration (top 2
 layers, batch 32, 1 hard negative per query); fold f of F trains on the training queries outside the f-th of F
 equal parts (F = 1: all of them), so the folds' schedules differ in length as a real benchmark's do; hard
 negatives are random non-gold tools (the arithmetic does not depend on which).
 
-    python benchmarks/tune_vmap.py [--seeds 3] [--folds 2] [--steps 3] [--vmap]
+    python benchmarks/tune_vmap.py [--seeds 3] [--folds 2] [--steps 3] [--repeat 1] [--vmap]
 
 Why: the tuned-encoder stage is most of a sweep on a CPU; this shows what running its models together buys.
 Figures: docs/performance.md, "Tuning the encoder and the cross-encoder".
@@ -58,6 +59,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--folds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="steps of every model, timed")
+    ap.add_argument("--repeat", type=int, default=1, help="timings of each path, alternating; the best is kept")
     ap.add_argument("--vmap", action="store_true", help="also time the model axis as jax.vmap (forced)")
     args = ap.parse_args()
     import jax
@@ -72,8 +74,9 @@ def main() -> None:
     def run(models, steps):
         return tune_encoders(*base, models, tune, progress=False, max_steps=steps)
 
-    def timed(models) -> float:
-        run(models, 1)  # compile
+    def timed(models, compile_first: bool = True) -> float:
+        if compile_first:
+            run(models, 1)
         t0 = time.perf_counter()
         out = run(models, args.steps)
         jax.block_until_ready([t.top for t in out])
@@ -86,8 +89,11 @@ def main() -> None:
           f"{tune.batch * (1 + tune.hard_negatives)} tools, top {tune.layers} layers of {enc.model_id}; "
           f"{jax.devices()[0].platform} ({jax.device_count()} device(s), {cores} cores, {platform.processor() or platform.machine()}); "
           f"lower-layer states {states_s:.1f} s (not timed)")
-    looped = sum(timed([j]) for j in jobs)
-    together = timed(jobs)
+    looped, together = [], []
+    for r in range(args.repeat):
+        looped.append(sum(timed([j], r == 0) for j in jobs))
+        together.append(timed(jobs, r == 0))
+    looped, together = min(looped), min(together)
     print(f"one model at a time: {looped:.1f} s; all {len(jobs)} together ({'lax.map' if jax.default_backend() == 'cpu' and jax.device_count() == 1 else 'vmap'}): "
           f"{together:.1f} s; ratio {looped / together:.2f}x")
     if args.vmap:
