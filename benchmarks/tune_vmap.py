@@ -42,7 +42,7 @@ def _data(n_folds: int):
     tune = SweepConfig().tune
     texts = list(bench.tools.named_texts) + list(bench.train.texts)
     t0 = time.perf_counter()
-    states = TextStates.build(enc, texts, enc._shape.num_layers - tune.layers, progress=False)
+    states = TextStates.build(enc, texts, enc.shape.num_layers - tune.layers, progress=False)
     n = bench.tools.size
     gold = np.asarray(bench.train.gold)
     rng = np.random.default_rng(0)

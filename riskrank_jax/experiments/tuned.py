@@ -183,7 +183,7 @@ def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
     if hasattr(encoder, "load"):
         encoder = encoder.load()  # a LazyEncoder: the weights are needed now
     texts, rows = _texts(bench)
-    frozen_layers = encoder._shape.num_layers - cfg.tune.layers
+    frozen_layers = encoder.shape.num_layers - cfg.tune.layers
     cache: dict = {}
 
     def states():

@@ -126,7 +126,7 @@ class TunedEncoder:
     def untrained(encoder, layers: int) -> "TunedEncoder":
         """The encoder's own top ``layers`` layers, as a TunedEncoder (what training starts from)."""
         n = encoder.shape.num_layers
-        top = tuple(_numpy_tree(lp) for lp in encoder._params["layers"][n - int(layers):])
+        top = tuple(_numpy_tree(lp) for lp in encoder.params["layers"][n - int(layers):])
         return TunedEncoder(top, encoder.model_id, n - int(layers), encoder.pooling, encoder.normalize,
                             TuneConfig(layers=int(layers), epochs=0), 0, np.zeros(0, np.float32), 0.0)
 
@@ -323,7 +323,7 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
     n_layers, jobs = _check_states(encoder, states, config), list(jobs)
     gold, query_rows, tool_rows = np.asarray(gold), np.asarray(query_rows), np.asarray(tool_rows)
     schedules, (bq, bt) = _schedules(gold, jobs, config)
-    top = [jax.tree.map(np.asarray, lp) for lp in encoder._params["layers"][n_layers - config.layers:]]
+    top = [jax.tree.map(np.asarray, lp) for lp in encoder.params["layers"][n_layers - config.layers:]]
     lengths = np.array([len(s) for s in schedules], np.int64)
     n_models, n_steps = len(jobs), int(lengths.max())
     warm = np.array([warmup_steps(config, n) for n in lengths], np.int32)
@@ -335,7 +335,7 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
         store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, jobs, n_steps, data_id[:16]),
                                          state)
     widths = _widths(states, query_rows, tool_rows, jobs, config)
-    groups = plan_groups(n_models, tune_bytes(top, bq, bt, *widths, encoder._shape.num_heads),
+    groups = plan_groups(n_models, tune_bytes(top, bq, bt, *widths, encoder.shape.num_heads),
                          DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
     loop = _Loop(encoder, states, config, jobs, schedules, warm, groups, store, widths)
     stop = n_steps if max_steps is None else min(n_steps, int(max_steps))
@@ -357,7 +357,7 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
 
 def _check_states(encoder, states: TextStates, config: TuneConfig) -> int:
     """The encoder's number of layers, when ``states`` are its states below the top ``config.layers``."""
-    n_layers = encoder._shape.num_layers
+    n_layers = encoder.shape.num_layers
     if states.frozen_layers != n_layers - config.layers or states.encoder_id != encoder.model_id:
         raise RiskRankError(f"the cached states are of layer {states.frozen_layers} of {states.encoder_id}; "
                             f"training the top {config.layers} layers of {encoder.model_id} needs layer "
@@ -426,12 +426,12 @@ class _Loop:
         self.schedules, self.warm, self.groups, self.store, self.widths = schedules, warm, groups, store, widths
         self.lengths = np.array([len(s) for s in schedules], np.int64)
         self.per_epoch = np.maximum(1, self.lengths // max(1, config.epochs))
-        self.step = _compiled_step(encoder._shape, encoder.pooling, encoder.normalize, config)
+        self.step = _compiled_step(encoder.shape, encoder.pooling, encoder.normalize, config)
 
     def result(self, m: int, top, state, seconds: float) -> TunedEncoder:
         """Model ``m``'s TunedEncoder with the layers ``top`` (stacked over the models, host or device)."""
         enc = self.encoder
-        n = enc._shape.num_layers
+        n = enc.shape.num_layers
         layers = tuple(_numpy_tree(_row(lp, m)) for lp in top)
         return TunedEncoder(layers, enc.model_id, n - self.config.layers, enc.pooling, enc.normalize, self.config,
                             int(self.jobs[m].seed), np.asarray(state["losses"][m][:self.lengths[m]]), seconds,
@@ -562,7 +562,7 @@ def save_tuned_encoder(encoder, tuned: TunedEncoder, out_dir) -> Path:
     shutil.copytree(encoder.model_dir, tmp, ignore=shutil.ignore_patterns(
         "*.safetensors", "*.bin", "*.msgpack", "*.h5", "*.onnx", "onnx", "openvino", "*.safetensors.index.json",
         "README.md"))
-    p = encoder._params
+    p = encoder.params
     layers = [*_numpy_tree(p["layers"][:tuned.frozen_layers]), *tuned.top]
     emb = _numpy_tree(p["emb"])
     tensors = _torch_layout(layers, emb)
@@ -593,4 +593,4 @@ def _token_types(encoder) -> np.ndarray:
             for k in st.keys():
                 if k.endswith("token_type_embeddings.weight") or k.endswith("token_type_embeddings.embedding"):
                     return np.asarray(st.get_tensor(k), np.float32)
-    return encoder._params["emb"]["type0"][None].astype(np.float32)
+    return encoder.params["emb"]["type0"][None].astype(np.float32)
