@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +25,15 @@ REPORTED: list[str] = []  # figures tests measured, printed in pytest's closing 
 
 
 @pytest.fixture
-def report_line():
-    """Append a line to the closing summary of the run (shown with -q too): a figure a test measured."""
-    return REPORTED.append
+def report_line(request):
+    """Append a line to the closing summary of the run (shown with -q too): a figure a test measured. The line
+    travels with the test's report, so one measured in a pytest-xdist worker reaches the summary as well."""
+    return lambda line: request.node.user_properties.append(("figure", line))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        REPORTED.extend(value for key, value in report.user_properties if key == "figure")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -107,3 +115,15 @@ def cli_invoker(cache: str):
         return res
 
     return run
+
+
+def run_script(path, *args, capsys, monkeypatch) -> str:
+    """stdout of `python PATH ARGS`, run in this process as __main__ (runpy, sys.argv set): no fresh interpreter
+    re-importing JAX. Its exit status must be 0 (no SystemExit, or SystemExit(0)); an exception fails the test."""
+    monkeypatch.setattr(sys, "argv", [str(path), *map(str, args)])
+    capsys.readouterr()
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:
+        assert e.code in (0, None), (f"{path} exited with {e.code!r}", capsys.readouterr())
+    return capsys.readouterr().out

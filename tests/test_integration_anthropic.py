@@ -1,15 +1,14 @@
 """integrations.anthropic_tool_search: payloads fit the anthropic SDK's types, risky tools stay out of read-only
-requests, deferral, bad tool lists, and the example script (run in a subprocess, alongside the other tests)."""
+requests, deferral, bad tool lists, and the example script (run in this process, as __main__)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_script
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -30,19 +29,7 @@ def _mcp_as_anthropic() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def example_run():
-    """The example script, started first so that it runs while the other tests do."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(EXAMPLE)], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
-
-
-@pytest.fixture(scope="module")
-def tools(example_run):
+def tools():
     return _mcp_as_anthropic()
 
 
@@ -122,10 +109,9 @@ def test_bad_tool_lists_raise_errors_naming_the_tool(bad, error, match):
         ToolSearch.from_tools(bad)
 
 
-def test_example_runs_end_to_end(example_run):
-    out, err = example_run.communicate(timeout=120)
-    assert example_run.returncode == 0, err
-    lines = out.splitlines()
+def test_example_runs_end_to_end(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    lines = run_script(EXAMPLE, capsys=capsys, monkeypatch=monkeypatch).splitlines()  # `python EXAMPLE`, here
     read = next(x for x in lines if x.startswith(READ + " -> tool_reference:"))
     delete = next(x for x in lines if x.startswith(DELETE + " -> tool_reference:"))
     assert "read_file" in read and "delete" not in read.split(":", 1)[1]

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_script
 
 pytest.importorskip("langgraph_bigtool")
 
@@ -104,9 +103,7 @@ def test_bad_registries_name_the_tool(example):
         tools_document({})
 
 
-def test_example_runs(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RISKRANK_CACHE": str(tmp_path)}
-    r = subprocess.run([sys.executable, str(EXAMPLE)], check=False, capture_output=True, text=True, env=env,
-                       timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "delete request does: True" in r.stdout and "plain cosine" in r.stdout
+def test_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RISKRANK_CACHE", str(tmp_path))
+    out = run_script(EXAMPLE, capsys=capsys, monkeypatch=monkeypatch)  # as `python EXAMPLE`, in this process
+    assert "delete request does: True" in out and "plain cosine" in out

@@ -2,18 +2,18 @@
 MCPServerStdio): the risk filter, the approval map, the search function tool, input errors, and the example.
 
 One module fixture starts the server once (lists it, then lists it through each filter) and builds one ranker;
-the example script runs as a subprocess."""
+the example script runs in this process (its own server subprocess over stdio as in the SDK)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_script
 
 pytest.importorskip("agents")
 
@@ -141,17 +141,16 @@ def test_bad_inputs_raise_errors_naming_the_tool(listed):
         RiskPolicyForAgents.from_registry(openai)
 
 
-def test_example_script_runs(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RISKRANK_CACHE": str(tmp_path)}
-    run = subprocess.run([sys.executable, str(EXAMPLE)], env=env, cwd=str(ROOT), capture_output=True, text=True, check=False,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    last = json.loads(run.stdout.strip().splitlines()[-1])
+def test_example_script_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RISKRANK_CACHE", str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    stdout = run_script(EXAMPLE, capsys=capsys, monkeypatch=monkeypatch)  # as `python EXAMPLE`, in this process
+    last = json.loads(stdout.strip().splitlines()[-1])
     # write_file of this untrusted, unannotated server is presumed destructive (level 4): blocked above 3
     assert "read_file" in last["listed"] and {"delete_file", "write_file"} <= set(last["blocked"])
     assert last["approval"]["read_file"] is False and "write_file" not in last["approval"]
-    assert "risky tools (level >= 3) in the top" in run.stdout
-    offered = next(line for line in run.stdout.splitlines() if line.startswith("agent: read request ")
+    assert "risky tools (level >= 3) in the top" in stdout
+    offered = next(line for line in stdout.splitlines() if line.startswith("agent: read request ")
                    and "offered tools:" in line)  # the scripted Runner.run loop ran over the filtered server
     assert "search_tools" in offered and "read_file" in offered and "delete_file" not in offered
-    assert "model called 'read_file'" in run.stdout and "Tool delete_file not found" in run.stdout
+    assert "model called 'read_file'" in stdout and "Tool delete_file not found" in stdout

@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import cli_invoker
+from conftest import cli_invoker, run_script
 from riskrank_jax.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,16 +105,16 @@ def test_fit_log_errors_name_file_and_line(invoke, tmp_path):
     assert "need at least 5" in res.stderr
 
 
-def test_readme_commands_run_as_written(cache, tmp_path, monkeypatch):
+def test_readme_commands_run_as_written(cache, tmp_path, monkeypatch, capsys):
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Rank your own tools"):readme.index("## Command line")]
     commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
     assert any("--explain" in c for c in commands) and any(c.startswith("riskrank-jax fit") for c in commands)
     (tmp_path / "examples").symlink_to(EXAMPLES)
     monkeypatch.chdir(tmp_path)
-    env = {**os.environ, "RISKRANK_CACHE": cache, "PYTHONPATH": str(ROOT)}
+    monkeypatch.setenv("RISKRANK_CACHE", cache)
     outputs = []
-    for line in commands:
+    for line in commands:  # each in this process: the CLI through click, the example script as __main__
         argv = shlex.split(line)
         if argv[0] == "riskrank-jax":
             res = CliRunner().invoke(cli, argv[1:], env={"RISKRANK_CACHE": cache})
@@ -125,11 +122,11 @@ def test_readme_commands_run_as_written(cache, tmp_path, monkeypatch):
             outputs.append(res.stdout)
         else:
             assert argv[:2] == ["python", "examples/retrieve_tools.py"]
-            r = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=env)
-            assert r.returncode == 0, r.stderr[-2000:]
-            outputs.append(r.stdout)
+            outputs.append(run_script(argv[1], *argv[2:], capsys=capsys, monkeypatch=monkeypatch))
     assert (tmp_path / "my_ranker" / "manifest.json").is_file()
     assert "held back" in outputs[2] and "git_delete_branch" in outputs[-1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
-    assert r.returncode == 0 and r.stdout.startswith("1 git_delete_branch"), r.stderr[-2000:]
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    exec(compile(code, "README.md (## Rank your own tools)", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.startswith("1 git_delete_branch")
