@@ -102,6 +102,10 @@ MANY = TuneConfig(layers=1, epochs=4, batch=16, lr=3e-3, hard_negatives=1, hard_
 SIZES = (48, 32, 40)
 
 
+class Killed(Exception):
+    """What a killed run's evaluation raises in these tests."""
+
+
 def _jobs(setup, kill_at=None):
     """Three jobs (seeds 1, 2, 3); the third keeps its best epoch by held-out accuracy. kill_at: its evaluation
     of that epoch raises (a run killed mid-way)."""
@@ -111,7 +115,7 @@ def _jobs(setup, kill_at=None):
     def held_accuracy(t):
         calls.append(1)
         if kill_at is not None and len(calls) == kill_at:
-            raise KeyboardInterrupt("killed")
+            raise Killed(f"killed at evaluation {kill_at}")
         v = embed_states(t, enc, states, np.concatenate([rows["tools"], rows["queries"][HELD]]))
         return _ndcg_at_1(v[len(tools):], v[:len(tools)], gold[HELD])
 
@@ -146,6 +150,20 @@ def test_models_tuned_together_equal_each_tuned_alone(setup, together):
     # the models trained: none is the untrained encoder, and different seeds end apart
     untrained = TunedEncoder.untrained(setup[0], 1)
     assert min(_max_diff(m, untrained) for m in many) > 1e-3 and _max_diff(many[0], many[1]) > 1e-3
+
+
+def test_groups_of_models_do_not_change_the_models(setup, together):
+    """A memory budget too small for two models runs the three in groups of one (three calls per step); the
+    models are those of the one-group run within float rounding."""
+    enc, tools, queries, gold, states, rows, hard = setup
+    state, step = encoder_tune.tune_bytes(TunedEncoder.untrained(enc, 1).top, 16, 32, 16, 16, enc.shape.num_heads)
+    assert [n for _, n in encoder_tune._groups(3, state, step, state + step)] == [1, 1, 1]
+    assert [n for _, n in encoder_tune._groups(3, state, step, 1 << 40)] == [3]
+    alone = tune_encoders(enc, states, rows["queries"], rows["tools"], gold, _jobs(setup), MANY, progress=False,
+                          memory_budget=state + step)
+    for a, m in zip(alone, together[0]):
+        assert _max_diff(a, m) < 1e-5 and a.losses.tolist() == pytest.approx(m.losses.tolist(), rel=1e-5)
+        np.testing.assert_array_equal(a.epoch_scores, m.epoch_scores)
 
 
 def test_vmapped_models_equal_each_tuned_alone(setup, together, monkeypatch):
@@ -187,7 +205,7 @@ def test_a_killed_run_of_many_models_resumes_to_the_uninterrupted_result(setup, 
     resumes from the checkpoint and ends with the uninterrupted run's layers, losses and epoch scores."""
     enc, tools, queries, gold, states, rows, hard = setup
     args = (enc, states, rows["queries"], rows["tools"], gold)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Killed):
         tune_encoders(*args, _jobs(setup, kill_at=3), MANY, checkpoint_dir=tmp_path / "run", progress=False)
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["status"] == "running" and run["epochs_done"] == 4

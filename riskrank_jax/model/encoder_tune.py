@@ -275,15 +275,25 @@ class TuneJob:
     evaluate: Callable | None = None
 
 
-def tune_bytes(top, bq: int, bt: int, wq: int, wt: int, num_heads: int) -> int:
-    """Estimated bytes of one model's training step (what grows with the models of a group): its top layers with
-    their gradients, Adam moments and best copy, and the activations kept for the backward pass of ``bq`` query
-    rows of ``wq`` tokens and ``bt`` tool rows of ``wt`` tokens."""
+def tune_bytes(top, bq: int, bt: int, wq: int, wt: int, num_heads: int) -> tuple[int, int]:
+    """Estimated bytes of one model's training step: (its state held between steps: top layers and Adam moments;
+    what its step adds while it runs: gradients, updates and the activations kept for the backward pass of ``bq``
+    query rows of ``wq`` tokens and ``bt`` tool rows of ``wt`` tokens)."""
     params = sum(int(np.size(a)) for lp in top for name in lp for a in lp[name])
     tokens = bq * wq + bt * wt
     d, ffn = (int(np.shape(top[0]["ffn_in"][0])[i]) for i in (0, 1))
-    per_layer = tokens * (8 * d + 3 * ffn) + 3 * num_heads * (bq * wq * wq + bt * wt * wt)
-    return 4 * (6 * params + len(top) * per_layer + tokens * d)
+    per_layer = tokens * (8 * d + ffn) + 2 * num_heads * (bq * wq * wq + bt * wt * wt)
+    return 4 * 3 * params, 4 * (2 * params + len(top) * per_layer + tokens * d)
+
+
+def _groups(n_models: int, state_bytes: int, activation_bytes: int, budget: int) -> list:
+    """``model.groups.plan_groups`` of a tuning run: models mapped one after another (``lax.map``) hold one
+    model's step intermediates at a time, vmapped ones each their own."""
+    from riskrank_jax.model.groups import maps_sequentially, plan_groups
+
+    if maps_sequentially():
+        return plan_groups(n_models, state_bytes, max(state_bytes, budget - activation_bytes))
+    return plan_groups(n_models, state_bytes + activation_bytes, budget)
 
 
 def tune_encoder(encoder, states: TextStates, query_rows, tool_rows, gold, train_idx, hard, seed: int,
@@ -317,7 +327,6 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
     """
     import jax
 
-    from riskrank_jax.model.groups import plan_groups
     from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
     n_layers, jobs = _check_states(encoder, states, config), list(jobs)
@@ -335,8 +344,8 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
         store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, jobs, n_steps, data_id[:16]),
                                          state)
     widths = _widths(states, query_rows, tool_rows, jobs, config)
-    groups = plan_groups(n_models, tune_bytes(top, bq, bt, *widths, encoder.shape.num_heads),
-                         DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
+    groups = _groups(n_models, *tune_bytes(top, bq, bt, *widths, encoder.shape.num_heads),
+                     DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
     loop = _Loop(encoder, states, config, jobs, schedules, warm, groups, store, widths)
     stop = n_steps if max_steps is None else min(n_steps, int(max_steps))
     t0 = time.perf_counter()

@@ -41,6 +41,12 @@ def plan_groups(n_models: int, bytes_per_model: int, budget: int,
             for m0 in range(0, n_models, size)]
 
 
+def maps_sequentially() -> bool:
+    """True when ``map_models`` runs the models one after another (``lax.map``: one CPU device), so a group's
+    intermediates are those of one model at a time."""
+    return jax.default_backend() == "cpu" and jax.device_count() == 1
+
+
 def map_models(fn, in_axes):
     """``fn`` mapped over the leading (model) axis of the arguments whose ``in_axes`` entry is 0 (the others,
     None, are shared): ``jax.vmap(fn, in_axes)`` unless the default backend is one CPU device, where it is the
@@ -48,7 +54,7 @@ def map_models(fn, in_axes):
     in_axes = tuple(in_axes)
     if any(a not in (0, None) for a in in_axes):
         raise ValueError(f"in_axes entries must be 0 or None, got {in_axes}")
-    if jax.default_backend() != "cpu" or jax.device_count() > 1:
+    if not maps_sequentially():
         return jax.vmap(fn, in_axes=in_axes)
     mapped = [i for i, a in enumerate(in_axes) if a == 0]
 
@@ -64,4 +70,4 @@ def map_models(fn, in_axes):
     return over_models
 
 
-__all__ = ["group_size", "plan_groups", "map_models"]
+__all__ = ["group_size", "plan_groups", "maps_sequentially", "map_models"]
