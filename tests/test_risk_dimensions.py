@@ -119,6 +119,26 @@ def test_keywords_read_the_name_and_description_not_the_parameters():
     assert not d.flags[0].any() and int(d.levels[0]) == 1
 
 
+def test_keyword_floors_read_the_first_sentence_and_untrusted_content_the_whole_description():
+    """Real descriptions of reads (the email and Home Assistant servers of the corpus) name destructive tools and
+    "empty" results after their first sentence; those words raise nothing. The same words in the first sentence
+    do, and a later "returns the issue's comments" still marks untrusted content."""
+    reg = _registry(("mail", [
+        _tool("find_email_folder", "Find which real mailbox folder(s) an email belongs to. Required before "
+              "move_email or delete_email when the email was found in a virtual folder.", {}, {"readOnlyHint": True}),
+        _tool("list_helpers", "List Home Assistant helpers of one type. Returns one page, possibly empty.", {},
+              {"readOnlyHint": True}),
+        _tool("delete_email", "Delete an email. It cannot be recovered (e.g. From the trash).", {}),
+        _tool("get_issue", "Get one issue by number. Returns its body and the comments of other users.", {},
+              {"readOnlyHint": True})]))
+    d = assess_dimensions(reg, None, DimensionPolicy(trust_annotations=True))
+    assert [MUTATIONS[int(m)] for m in d.mutation] == ["read", "read", "destructive", "read"]
+    assert d.row(2)["mutation"]["source"] == "keywords:delete"
+    assert [int(x) for x in d.levels[:2]] == [1, 1] and not d.flags[:2].any()
+    assert d.row(3)["untrusted_content"]["value"] and not d.row(3)["public_sink"]["value"]
+    assert "delete" in keyword_hits(reg.texts)[0].get("destructive", "")  # the whole text would have raised it
+
+
 def test_argument_rules_are_found_for_sql_shell_and_code_tools():
     reg = _registry(("pg", POSTGRES), ("sh", [_tool("run_command", "Run a shell command",
                                                       {"command": {"type": "string"}})]),

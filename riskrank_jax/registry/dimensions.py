@@ -25,9 +25,11 @@ Where each value comes from, in order (a later step only raises):
    annotations (OpenAI, Anthropic, plain) take the model's judgement at 0.5 (read / local_write / destructive),
    and local_write without a model. ``destructiveHint: true`` and the "destructive" keywords raise it to
    destructive.
-2. **the five flags.** True when the keyword table `DIMENSION_KEYWORDS` matches the tool's name or description
-   (never its parameters: boilerplate such as an ``auth-method`` parameter that mentions credentials does not
-   count; source "keywords:<the words matched>"), or when the learned model's probability reaches
+2. **the five flags.** True when the keyword table `DIMENSION_KEYWORDS` matches the tool's name or the first
+   sentence of its description (`floor_text`; untrusted_content: the whole description) — never its parameters
+   or the later sentences, where boilerplate lives: an ``auth-method`` parameter that mentions credentials, "use
+   list-accounts before delete-account", "the list may be empty" (source "keywords:<the words matched>"); the
+   learned model still reads the whole text as features — or when the learned model's probability reaches
    ``flag_threshold`` (source "learned") — except a learned public sink on a trusted server's read-only tool
    (a public sink changes state; the trusted annotation says it changes nothing).
 
@@ -208,6 +210,17 @@ def head_text(text: str) -> str:
     return text.split(" Parameters: ", 1)[0]
 
 
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<!etc\.)(?<=[.!?])\s+(?=[A-Z0-9`'\"(\[])|\n")
+
+
+def floor_text(text: str) -> str:
+    """The name and the first sentence of the description of a tool_text ("name: description ..."): what the
+    tool does, where the keyword floors look. Why: later sentences hold usage notes that name other tools and
+    caveats ("call find_folder before delete_email", "possibly empty"), which made reads ask."""
+    name, sep, desc = head_text(text).partition(": ")
+    return name + sep + _SENTENCE_END.split(desc.strip(), 1)[0] if sep else name
+
+
 # nouns that read like the public-sink verbs: "Get a merge request", "List push notifications"
 _SINK_NOUNS = re.compile(r"\b(?:merge|pull|push|post) +(?:requests?|notifications?|rules?|events?|mirrors?)\b")
 
@@ -236,6 +249,21 @@ def keyword_hits(texts) -> list[dict[str, str]]:
 def _cached_hits(texts: tuple[str, ...]) -> tuple[dict[str, str], ...]:
     """keyword_hits of the same texts, computed once (threshold searches assess one registry many times)."""
     return tuple(keyword_hits(texts))
+
+
+# the flag whose keywords look at the whole description: saying anywhere that a tool returns others' content is
+# enough (it only makes the session-flow rule hold more often)
+_WHOLE_DESCRIPTION_FLAGS = ("untrusted_content",)
+
+
+@lru_cache(maxsize=16)
+def _floor_hits(texts: tuple[str, ...]) -> tuple[dict[str, str], ...]:
+    """Per text, the keyword floors: DIMENSION_KEYWORDS matched on `floor_text` (name and first sentence), and
+    for _WHOLE_DESCRIPTION_FLAGS on the whole name and description."""
+    first = keyword_hits([floor_text(t) for t in texts])
+    whole = _cached_hits(texts)
+    return tuple({**{d: w for d, w in f.items() if d not in _WHOLE_DESCRIPTION_FLAGS},
+                  **{d: w for d, w in h.items() if d in _WHOLE_DESCRIPTION_FLAGS}} for f, h in zip(first, whole))
 
 
 READ_VERBS = frozenset(
@@ -297,6 +325,12 @@ def argument_rule(text: str, param_names) -> str:
     return ""
 
 
+@lru_cache(maxsize=16)
+def _cached_rules(tools: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[str, ...]:
+    """argument_rule of each (tool_text, parameter names), computed once per registry."""
+    return tuple(argument_rule(text, params) for text, params in tools)
+
+
 # ------------------------------------------------------------------------------------------------ assessment
 
 
@@ -342,10 +376,12 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
     p = np.full((n, len(MODEL_OUTPUTS)), np.nan, np.float32) if probs is None else np.asarray(probs, np.float32)
     if p.shape != (n, len(MODEL_OUTPUTS)):
         raise ValueError(f"probs must be [{n}, {len(MODEL_OUTPUTS)}], got {p.shape}")
-    hits = _cached_hits(tuple(registry.texts))
+    hits = _floor_hits(tuple(registry.texts))
+    rules = _cached_rules(tuple((text, tuple(name for name, _ in t.params))
+                                for text, t in zip(registry.texts, registry.tools)))
     mutation = np.zeros(n, np.int8)
     flags = np.zeros((n, len(FLAGS)), bool)
-    sources, rules = [], []
+    sources = []
     for i, t in enumerate(registry.tools):
         trusted = policy.trust_annotations or t.source in policy.trusted_sources
         m, msrc = _mutation(t, None if probs is None else p[i], trusted, policy)
@@ -367,9 +403,7 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
             row.append(src)
         mutation[i] = m
         sources.append(tuple(row))
-        rules.append(argument_rule(registry.texts[i], [name for name, _ in t.params]))
-    return DimensionAssessment(mutation, flags, tuple(sources), level_from_dimensions(mutation, flags), p,
-                               tuple(rules))
+    return DimensionAssessment(mutation, flags, tuple(sources), level_from_dimensions(mutation, flags), p, rules)
 
 
 def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
@@ -395,4 +429,4 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
 __all__ = ["DEFAULT_ALLOW_LEVEL", "MUTATIONS", "FLAGS", "DIMENSIONS", "DIMENSION_NAMES", "MUST_CONFIRM", "MODEL_OUTPUTS",
            "DIMENSION_KEYWORDS", "DimensionPolicy", "DimensionAssessment", "assess_dimensions",
            "level_from_dimensions", "must_confirm", "keyword_hits", "keyword_features", "N_KEYWORD_FEATURES", "argument_rule",
-           "describe", "head_text", "assessment_to_risk"]
+           "describe", "head_text", "floor_text", "assessment_to_risk"]
