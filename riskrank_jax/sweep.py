@@ -71,6 +71,9 @@ def resolved_config(benchmark: str, flags: dict, sets) -> SweepConfig:
     return cfg
 
 
+# the tree's defaults: the flags below show and use them, never a second copy of the numbers
+_DEFAULTS = SweepConfig()
+
 # the command line options, in --help order (``sweep_options`` applies them)
 SWEEP_OPTIONS = (
     click.option("--benchmark", "benchmarks", type=click.Choice(BENCHMARK_CHOICES), multiple=True, default=("demo",),
@@ -91,13 +94,15 @@ SWEEP_OPTIONS = (
     click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
                  help="Checkpoint root (default: checkpoints/)."),
     seeds_option,
-    click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
+    click.option("--lambdas", type=float, multiple=True, default=_DEFAULTS.eval.lambdas, show_default=True,
                  help="λ grid of the λ sweep (space-separated after one --lambdas). Leaf eval.lambdas."),
-    click.option("--main-lambda", type=float, default=0.1, show_default=True, help="λ of the main tables."),
+    click.option("--main-lambda", type=float, default=_DEFAULTS.eval.main_lambda, show_default=True,
+                 help="λ of the main tables. Leaf eval.main_lambda."),
     click.option("--alpha", type=float, default=None, help="Smoothing α (default: 0.2 UltraTool/demo, 0.02 "
                  "Seal-Tools). Leaf eval.alpha."),
-    click.option("--k", type=int, default=5, show_default=True, help="Cut-off of the @5 metrics and the rule filter."),
-    click.option("--epochs", type=int, default=10, show_default=True, help="Training epochs (the paper uses 10): "
+    click.option("--k", type=int, default=_DEFAULTS.eval.k, show_default=True,
+                 help="Cut-off of the @5 metrics and the rule filter. Leaf eval.k."),
+    click.option("--epochs", type=int, default=_DEFAULTS.train.epochs, show_default=True, help="Training epochs (the paper uses 10): "
                  "train.epochs, and 3x that for the zero-shot risk heads (risk_head.epochs)."),
     click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
                  help="Evaluate only these variants (space-separated; 'paper' = the paper's rows, 'all' = every "
