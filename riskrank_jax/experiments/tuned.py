@@ -33,7 +33,6 @@ from riskrank_jax.experiments.stages import risk_only_scores, short_hash
 from riskrank_jax.model.encoder_tune import (TextStates, TuneConfig, TuneJob, embed_states, hard_negatives,
                                              tune_encoders)
 from riskrank_jax.retrieve.hybrid import choose_weight, fuse
-from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import rank_order_host
 
 GATES = (0.0, 0.25, 0.5, 0.75, 1.0)
