@@ -49,6 +49,25 @@ def test_train_twice_reuses_checkpoint(cache, tmp_path):
     assert (tmp_path / "demo").is_dir()
 
 
+def test_train_reads_its_config_from_the_tree(cache):
+    """train's TrainConfig is the config tree's train leaves: the tree's defaults, then the flags, then --set;
+    a leaf outside train.* or an unknown one is a usage error naming --set."""
+    import dataclasses
+
+    from riskrank_jax.experiments.config import default_config
+
+    shown = json.loads(run_cli("train", "--show-config", env_cache=cache))
+    assert shown == json.loads(json.dumps(dataclasses.asdict(default_config("demo").train)))
+    got = json.loads(run_cli("train", "--show-config", "--epochs", "3", "--lambda-aware", "--lambdas", "0", "0.5",
+                             "--set", "train.n_neg=7", "--set", "train.epochs=4", env_cache=cache))
+    assert (got["epochs"], got["lambda_aware"], got["lambdas"], got["n_neg"]) == (4, True, [0.0, 0.5], 7)
+    assert {k: v for k, v in got.items() if k not in ("epochs", "lambda_aware", "lambdas", "n_neg")} == {
+        k: v for k, v in shown.items() if k not in ("epochs", "lambda_aware", "lambdas", "n_neg")}
+    for bad, words in (("eval.k=3", "train.* only"), ("train.bogus=1", "unknown config path 'train.bogus'")):
+        r = cli_invoker(str(cache))("train", "--set", bad, "--show-config", code=2)
+        assert words in r.output + r.stderr and "--set" in r.output + r.stderr
+
+
 def test_evaluate_baseline_json(cache):
     out = json.loads(run_cli("evaluate-baseline", "--benchmark", "demo", "--retriever", "bm25", "--json",
                              env_cache=cache))

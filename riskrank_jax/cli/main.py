@@ -11,7 +11,7 @@ import time
 
 import click
 
-from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_multi_value_options,
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, risk_head_option, seeds_option)
 from riskrank_jax.errors import RiskRankError
 
@@ -139,6 +139,14 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
     click.echo(f"  total {time.perf_counter() - t0:.1f}s; embeddings {vecs.shape} in {cache.model_dir(enc.model_id)}")
 
 
+def _train_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
+    pairs = key_value_pairs(values, "--set", "train.epochs=5")
+    bad = [path for path, _ in pairs if not path.startswith("train.")]
+    if bad:
+        raise click.BadParameter(f"train sets leaves of train.* only, got {', '.join(bad)}", param_hint="--set")
+    return pairs
+
+
 @cli.command("train")
 @click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
 @seeds_option
@@ -147,35 +155,58 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
 @encoder_option
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
               help="Checkpoint root (default: checkpoints/); the run lands in <root>/<benchmark>/<run>/.")
-@click.option("--lambda-aware", is_flag=True, help="Train L_rel on f_rel - λ f_risk, one model per λ (docs/method.md §3).")
-@click.option("--lambdas", type=float, multiple=True, default=(0.0, 0.05, 0.1, 0.2), show_default=True,
-              help="λ grid of --lambda-aware.")
-@click.option("--rel-features", type=click.Choice(["concat", "interact"]), default="concat", show_default=True,
-              help="'interact' (beyond the paper) adds E(q)*E(t), |E(q)-E(t)| and the cosine to the input.")
-@click.option("--negatives", type=click.Choice(["uniform", "hard", "mixed"]), default="uniform", show_default=True,
+@click.option("--lambda-aware", is_flag=True, default=None,
+              help="Train L_rel on f_rel - λ f_risk, one model per λ (docs/method.md §3). Leaf train.lambda_aware.")
+@click.option("--lambdas", type=float, multiple=True, default=None,
+              help="λ grid of --lambda-aware. Leaf train.lambdas (default: the tree's, see --show-config).")
+@click.option("--rel-features", type=click.Choice(["concat", "interact"]), default=None,
+              help="'interact' (beyond the paper) adds E(q)*E(t), |E(q)-E(t)| and the cosine to the input. "
+                   "Leaf train.rel_features (default: concat, the paper's).")
+@click.option("--negatives", type=click.Choice(["uniform", "hard", "mixed"]), default=None,
               help="Beyond the paper: 'hard' draws every negative from the frozen encoder's top-50; 'mixed' draws "
-                   "2 of the 5 there and 3 uniformly.")
-@click.option("--epochs", type=int, default=10, show_default=True)
+                   "2 of the 5 there and 3 uniformly. Leaf train.negatives (default: uniform, the paper's).")
+@click.option("--epochs", type=int, default=None, help="Leaf train.epochs (default: the tree's, see --show-config).")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", callback=_train_sets,
+              help="Set any leaf of train.* of the config tree, after the flags: --set train.n_neg=10.")
+@click.option("--show-config", is_flag=True, help="Print the resolved train.* leaves as JSON and exit.")
 @memory_budget_option
 def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda_aware, lambdas, rel_features,
-          negatives, epochs, memory_budget):
-    """Train every seed x fold (x λ) model of a benchmark in one jitted, vmapped program."""
+          negatives, epochs, sets, show_config, memory_budget):
+    """Train every seed x fold (x λ) model of a benchmark in one jitted, vmapped program.
+
+    The run's TrainConfig is the sweep's config tree's ``train`` (its defaults, then these flags, then --set):
+    one place for the defaults, as `python -m riskrank_jax.sweep` reads them."""
+    import dataclasses
+    import json
     from pathlib import Path
 
     import numpy as np
+
+    from riskrank_jax.errors import ConfigError
+    from riskrank_jax.experiments.config import default_config, with_overrides
+
+    flags = {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
+             "train.rel_features": rel_features, "train.negatives": negatives, "train.epochs": epochs}
+    try:
+        tree = with_overrides(with_overrides(default_config(benchmark),
+                                             {k: v for k, v in flags.items() if v is not None}), dict(sets))
+    except (ConfigError, ValueError) as e:
+        raise click.BadParameter(str(e), param_hint="--set") from None
+    cfg = tree.train
+    if show_config:
+        click.echo(json.dumps(dataclasses.asdict(cfg), indent=1))
+        return
+    lambda_aware, lambdas, rel_features, negatives = cfg.lambda_aware, cfg.lambdas, cfg.rel_features, cfg.negatives
 
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments.stages import embed_all, train_run
     from riskrank_jax.paths import default_checkpoint_dir
-    from riskrank_jax.model.train import TrainConfig
 
     bench = load_benchmark(benchmark, data_dir)
     enc = load_encoder(encoder)
     emb = embed_all(bench, enc, EmbeddingCache(cache_dir))
-    cfg = TrainConfig(epochs=epochs, lambda_aware=lambda_aware, lambdas=tuple(lambdas), rel_features=rel_features,
-                      negatives=negatives)
     name = "lambda_aware" if lambda_aware else ("core" if (rel_features, negatives) == ("concat", "uniform")
                                                  else f"{rel_features}-{negatives}")
     root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
