@@ -147,6 +147,19 @@ def _train_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
     return pairs
 
 
+def _train_config(benchmark: str, flags: dict, sets):
+    """The tree's TrainConfig for ``benchmark`` with the flags given (None: not given), then the --set leaves."""
+    from riskrank_jax.errors import ConfigError
+    from riskrank_jax.experiments.config import default_config, with_overrides
+
+    try:
+        tree = with_overrides(with_overrides(default_config(benchmark),
+                                             {k: v for k, v in flags.items() if v is not None}), dict(sets))
+    except (ConfigError, ValueError) as e:
+        raise click.BadParameter(str(e), param_hint="--set") from None
+    return tree.train
+
+
 @cli.command("train")
 @click.option("--benchmark", type=BENCH_CHOICE, default="demo", show_default=True)
 @seeds_option
@@ -182,17 +195,9 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
 
     import numpy as np
 
-    from riskrank_jax.errors import ConfigError
-    from riskrank_jax.experiments.config import default_config, with_overrides
-
-    flags = {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
-             "train.rel_features": rel_features, "train.negatives": negatives, "train.epochs": epochs}
-    try:
-        tree = with_overrides(with_overrides(default_config(benchmark),
-                                             {k: v for k, v in flags.items() if v is not None}), dict(sets))
-    except (ConfigError, ValueError) as e:
-        raise click.BadParameter(str(e), param_hint="--set") from None
-    cfg = tree.train
+    cfg = _train_config(benchmark, {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
+                                    "train.rel_features": rel_features, "train.negatives": negatives,
+                                    "train.epochs": epochs}, sets)
     if show_config:
         click.echo(json.dumps(dataclasses.asdict(cfg), indent=1))
         return
