@@ -193,15 +193,13 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     import json
     from pathlib import Path
 
-    import numpy as np
-
     cfg = _train_config(benchmark, {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
                                     "train.rel_features": rel_features, "train.negatives": negatives,
                                     "train.epochs": epochs}, sets)
     if show_config:
         click.echo(json.dumps(dataclasses.asdict(cfg), indent=1))
         return
-    lambda_aware, lambdas, rel_features, negatives = cfg.lambda_aware, cfg.lambdas, cfg.rel_features, cfg.negatives
+    lambda_aware, rel_features, negatives = cfg.lambda_aware, cfg.rel_features, cfg.negatives
 
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
@@ -217,14 +215,21 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     root = Path(checkpoint_dir).resolve() if checkpoint_dir else default_checkpoint_dir()
     t0 = time.perf_counter()
     res = train_run(bench, emb, seeds, cfg, name, enc.model_id, root, memory_budget=memory_budget)
-    dt = time.perf_counter() - t0
-    click.echo(f"{benchmark}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"
-               + (f" x {len(lambdas)} λ" if lambda_aware else "") + f") in {dt:.1f}s; protocol {bench.protocol}")
+    _echo_training(bench, seeds, cfg, res, time.perf_counter() - t0, root)
+
+
+def _echo_training(bench, seeds, cfg, res, seconds: float, root) -> None:
+    """train's report: the models, each one's best epoch and held-out loss, the checkpoint."""
+    import numpy as np
+
+    click.echo(f"{bench.name}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"
+               + (f" x {len(cfg.lambdas)} λ" if cfg.lambda_aware else "")
+               + f") in {seconds:.1f}s; protocol {bench.protocol}")
     held = np.asarray(res.heldout_loss)
     for m, ix in enumerate(res.model_index):
         b = int(res.best_epoch[m])
         click.echo(f"  model {m:2d} {ix}: best epoch {b + 1}/{held.shape[1]}, held-out loss {held[m, b]:.5f}")
-    click.echo(f"  checkpoint: {res.run_config.get('checkpoint_dir', root / benchmark)}")
+    click.echo(f"  checkpoint: {res.run_config.get('checkpoint_dir', root / bench.name)}")
 
 
 @cli.group()
