@@ -15,7 +15,7 @@ import click
 
 from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, seeds_option)
-from riskrank_jax.experiments.config import ConfigError, SweepConfig, default_config, with_overrides
+from riskrank_jax.experiments.config import ConfigError, SweepConfig, config_with
 from riskrank_jax.experiments.jobs import default_jobs
 from riskrank_jax.experiments.run import ALL_BENCHMARKS, run_tasks
 from riskrank_jax.experiments.variants import select_variants
@@ -62,7 +62,7 @@ def resolved_config(benchmark: str, flags: dict, sets) -> SweepConfig:
     """``default_config(benchmark)`` with the flags' leaves, then the --set leaves (the later wins); a bad leaf is
     a usage error naming it."""
     try:
-        cfg = with_overrides(with_overrides(default_config(benchmark), flags), dict(sets))
+        cfg = config_with(benchmark, flags, dict(sets))
         select_variants(cfg.eval.variants)
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint="--set") from None

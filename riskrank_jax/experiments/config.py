@@ -176,6 +176,15 @@ def with_overrides(cfg: SweepConfig, overrides: dict[str, object]) -> SweepConfi
     return cfg
 
 
+def config_with(benchmark: str, *overrides: dict[str, object]) -> SweepConfig:
+    """``default_config(benchmark)`` with each {leaf path: value} of ``overrides`` applied in turn (a command's
+    flags, then its --set leaves: the later wins). Raises ConfigError naming a bad path."""
+    cfg = default_config(benchmark)
+    for leaves in overrides:
+        cfg = with_overrides(cfg, leaves)
+    return cfg
+
+
 def _replace_leaf(node, parts: list[str], value, path: str):
     names = {f.name: f for f in dataclasses.fields(node)}
     field_ = names.get(parts[0])
@@ -234,4 +243,4 @@ def _checked_value(hint, value, path: str):
 
 __all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "EvalConfig", "RuntimeConfig", "McpConfig",
            "ConfigError", "BENCHMARK_DEFAULTS", "NON_RESULT_LEAVES", "default_config", "leaf_paths",
-           "with_overrides", "parse_leaf"]
+           "with_overrides", "config_with", "parse_leaf"]
