@@ -460,7 +460,10 @@ class _Loop:
         import jax
         import jax.numpy as jnp
 
+        from riskrank_jax.model.groups import gathered
+
         dev = jnp.asarray(self.states.states)
+        counts, tops = [n for _, n in self.groups], None
         losses, scores = np.array(state["losses"]), np.array(state["scores"])
         best = jax.tree.map(np.array, state["best"])  # host copies, written in place per model
         groups = [(ix, n, jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), state["top"]),  # noqa: B023
@@ -471,10 +474,9 @@ class _Loop:
                 which, batch = self._inputs(ix, i, query_rows, tool_rows, gold)
                 with jax.default_matmul_precision(self.encoder.precision):
                     top, opt_state, loss = self.step(top, opt_state, *which, dev, *batch)
-                loss = np.asarray(loss)
-                for r, m in enumerate(ix[:n]):
-                    if i < self.lengths[m]:
-                        losses[m, i] = loss[r]
+                models = ix[:n]
+                live_here = self.lengths[models] > i
+                losses[models[live_here], i] = np.asarray(loss)[:n][live_here]
                 stepped.append((ix, n, top, opt_state))
             groups = stepped
             live = self.lengths > i
@@ -482,8 +484,10 @@ class _Loop:
             bar.set_postfix(loss=f"{losses[live, i].mean():.3f}")
             ends = [m for m in range(len(self.jobs)) if live[m] and (i + 1) % self.per_epoch[m] == 0]
             evaluated = [m for m in ends if self.jobs[m].evaluate is not None]
+            save = self.store is not None and ((i + 1) % self.config.checkpoint_every == 0
+                                               or i + 1 == losses.shape[1] or evaluated)
+            tops = gathered([g[2] for g in groups], counts) if evaluated or save else None  # one copy a step
             if evaluated:
-                tops = _gathered([g[2] for g in groups], self.groups)
                 for m in evaluated:
                     e = (i + 1) // self.per_epoch[m] - 1
                     scores[m, e] = float(self.jobs[m].evaluate(self.result(m, tops, {"losses": losses,
@@ -491,13 +495,12 @@ class _Loop:
                     if e == 0 or scores[m, e] > np.nanmax(scores[m, :e]):
                         for b, t in zip(jax.tree.leaves(best), jax.tree.leaves(tops)):
                             b[m] = t[m]
-            if self.store is not None and ((i + 1) % self.config.checkpoint_every == 0 or i + 1 == losses.shape[1]
-                                           or evaluated):
-                self.store.save_epoch(i + 1, {"top": _gathered([g[2] for g in groups], self.groups), "best": best,
-                                              "losses": losses, "opt": _gathered([g[3] for g in groups], self.groups),
-                                              "scores": scores})
-        return {"top": _gathered([g[2] for g in groups], self.groups), "best": best, "losses": losses,
-                "scores": scores}
+            if save:
+                self.store.save_epoch(i + 1, {"top": tops, "best": best, "losses": losses,
+                                              "opt": gathered([g[3] for g in groups], counts), "scores": scores})
+        if tops is None:  # the last step neither evaluated nor saved
+            tops = gathered([g[2] for g in groups], counts)
+        return {"top": tops, "best": best, "losses": losses, "scores": scores}
 
 
 def _row(tree, m: int):
@@ -505,13 +508,6 @@ def _row(tree, m: int):
     import jax
 
     return jax.tree.map(lambda a: a[m], tree)
-
-
-def _gathered(trees: list, groups: list):
-    """The groups' trees as one host tree over the run's models (padding rows dropped)."""
-    import jax
-
-    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x)[:n] for x, (_, n) in zip(xs, groups)]), *trees)
 
 
 def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batch: int = 256) -> np.ndarray:

@@ -41,6 +41,12 @@ def plan_groups(n_models: int, bytes_per_model: int, budget: int,
             for m0 in range(0, n_models, size)]
 
 
+def gathered(trees: list, counts) -> object:
+    """One host tree over a run's models from its groups' stacked trees: each leaf is the groups' leaves' first
+    ``counts[g]`` rows (a group's padding rows dropped, see ``plan_groups``), concatenated in group order."""
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x)[:n] for x, n in zip(xs, counts)]), *trees)
+
+
 def maps_sequentially() -> bool:
     """True when ``map_models`` runs the models one after another (``lax.map``: one CPU device), so a group's
     intermediates are those of one model at a time."""
@@ -70,4 +76,4 @@ def map_models(fn, in_axes):
     return over_models
 
 
-__all__ = ["group_size", "plan_groups", "maps_sequentially", "map_models"]
+__all__ = ["group_size", "plan_groups", "gathered", "maps_sequentially", "map_models"]

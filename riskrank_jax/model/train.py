@@ -56,7 +56,7 @@ import optax
 from riskrank_jax.errors import CacheError
 from riskrank_jax.model import checkpoints as ckpt
 from riskrank_jax.model import heads
-from riskrank_jax.model.groups import map_models, plan_groups
+from riskrank_jax.model.groups import gathered, map_models, plan_groups
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
@@ -600,11 +600,6 @@ def _initial_state(run: _Run, saved: dict | None, epochs: int):
     return states, np.array(saved["train_loss"]), np.array(saved["heldout_loss"])
 
 
-def _gathered(states: list, groups: list):
-    """The groups' states as one host tree over the run's models (padding rows dropped)."""
-    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x)[:g.n] for x, g in zip(xs, groups)]), *states)
-
-
 def _run_epochs(run: _Run, states: list, train_hist, held_hist, start_epoch: int, epochs: int, store,
                 progress: bool, on_epoch_end):
     """Epochs start_epoch..epochs-1, each over every group in turn: fill the curves in place, checkpoint each
@@ -620,7 +615,7 @@ def _run_epochs(run: _Run, states: list, train_hist, held_hist, start_epoch: int
         if progress:
             bar.set_postfix(train=f"{np.mean(train_hist[:, e]):.4f}", heldout=f"{np.nanmean(held_hist[:, e]):.4f}")
         if store is not None:
-            store.save_epoch(e + 1, _host_state(_gathered(states, run.groups), train_hist, held_hist, e + 1))
+            store.save_epoch(e + 1, _host_state(gathered(states, [g.n for g in run.groups]), train_hist, held_hist, e + 1))
         if on_epoch_end is not None:
             on_epoch_end(e + 1, train_hist[:, e].copy(), held_hist[:, e].copy())
     return states
@@ -694,7 +689,7 @@ def train_models(tool_emb, query_emb, gold, risk, fold_mask, config: TrainConfig
         store.begin()
     states = _run_epochs(prepared, states, train_hist, held_hist, start_epoch, config.epochs, store, run.progress,
                          run.on_epoch_end)
-    final = _gathered(states, prepared.groups)
+    final = gathered(states, [g.n for g in prepared.groups])
     result = TrainResult(params=jax.tree.map(jnp.asarray, final["best_params"]), model_index=index,
                          heldout_loss=held_hist, train_loss=train_hist,
                          best_epoch=np.asarray(final["best_epoch"]).astype(np.int32), config=config,
@@ -720,7 +715,7 @@ def result_from_state(state: dict, run_config: dict, data_hash: str, checkpoint_
 
 
 def _host_state(host, train_hist, held_hist, epochs_done) -> dict:
-    """What a checkpoint saves: the run's state (host numpy over its models, see ``_gathered``) and curves."""
+    """What a checkpoint saves: the run's state (host numpy over its models, see ``groups.gathered``) and curves."""
     return {
         "params": host["params"],
         "opt_state": _flat(host["opt_state"]),
