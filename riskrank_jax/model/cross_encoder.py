@@ -303,8 +303,7 @@ def _complete_params(model_dir: Path, files: list[Path], model, loaded: dict, se
         is_head = "classifier" in key or "pooler" in key or "score" in key
         return _new_weight(key, shape, rng, init_range) if is_head else None
 
-    params = hf.complete_params(model_dir, files, flatten_dict(model.params_shape_tree), loaded, new)
-    return jax.tree.map(jnp.asarray, unflatten_dict(params))
+    return unflatten_dict(hf.complete_params(model_dir, files, flatten_dict(model.params_shape_tree), loaded, new))
 
 
 def _load_dir(model_dir: Path, name: str, kind: str | None, max_tokens: int, seed: int,
@@ -327,6 +326,7 @@ def _load_dir(model_dir: Path, name: str, kind: str | None, max_tokens: int, see
         except Exception as e:  # damaged files: reported with the directory named
             raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
         params = _complete_params(model_dir, files, model, loaded, seed)
+    params = jax.tree.map(jnp.asarray, params)  # on the device once, whichever file the weights came from
     return CrossEncoder(model, params, hf.load_tokenizer(model_dir), kind, name, max_tokens=max_tokens)
 
 
