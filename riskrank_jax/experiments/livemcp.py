@@ -160,10 +160,12 @@ def tool_texts(bench) -> tuple[str, ...]:
     return texts
 
 
-def ranker_rankings(ranker, queries, config, k: int = LIST_K) -> tuple[np.ndarray, np.ndarray]:
-    """(int32 [Q, k] tool ids, float32 [Q, N] total scores) of ``ranker`` with ``config`` for the query texts."""
+def ranker_rankings(ranker, queries, config, k: int = LIST_K, q_emb=None) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 [Q, k] tool ids, float32 [Q, N] total scores) of ``ranker`` with ``config`` for the query texts.
+    q_emb: ``ranker.encode_queries(queries)`` when the caller ranks the same queries under many settings (None:
+    encoded here, as `riskrank-jax rank` does, so that a timed row's cost includes it)."""
     r = ranker.with_config(config)
-    q_emb = r.encode_queries(queries)
+    q_emb = r.encode_queries(queries) if q_emb is None else q_emb
     total = np.asarray(r.scores(q_emb, q_texts=list(queries)).total)
     return np.asarray(top_order(jnp.asarray(total), k)), total
 
@@ -248,12 +250,9 @@ def server_groups(of_tool, n_servers: int) -> np.ndarray:
 def with_server_graph(ranker, of_tool, n_servers: int):
     """``ranker`` with its graph rebuilt as ``from_registry`` builds it plus every pair of server siblings as a
     co-occurrence edge (``server_groups``)."""
-    from riskrank_jax.registry.permissions import permission_mask_words
-    from riskrank_jax.graph.tool_graph import build_tool_graph
-    from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
+    from riskrank_jax.rank.registry_inputs import registry_graph
 
-    graph = build_tool_graph(ranker.tool_emb, permission_mask_words(ranker.tool_texts), ranker.risk_levels,
-                             server_groups(of_tool, n_servers), max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+    graph = registry_graph(ranker.tool_emb, ranker.tool_texts, ranker.risk_levels, server_groups(of_tool, n_servers))
     return dataclasses.replace(ranker, graph=graph)
 
 
@@ -338,11 +337,12 @@ def sensitivity(cfg, bench, ranker, k: int, confirm) -> list[dict]:
     """The rank default's row over the λ × α grid of ``cfg.mcp`` (lambdas, alphas): [{lam, alpha, metrics}], each
     metric the mean over tasks (RVR@5 "not labelled" without labels)."""
     name = rank_default_row(cfg) or "ranker_server"
-    out = []
+    queries = list(bench.queries.texts)
+    q_emb, out = ranker.encode_queries(queries), []
     for alpha in cfg.mcp.alphas:
         for lam in cfg.mcp.lambdas:
             config = dataclasses.replace(row_config(cfg, ROWS[name][1]), lam=float(lam), alpha=float(alpha))
-            ids, _ = ranker_rankings(ranker, list(bench.queries.texts), config, k)
+            ids, _ = ranker_rankings(ranker, queries, config, k, q_emb)
             m = {key: v for key, v in summary(list_metrics(ids, bench.queries.gold, confirm)).items()
                  if not key.endswith("_se")}
             out.append({"row": name, "lam": float(lam), "alpha": float(alpha),
@@ -357,11 +357,11 @@ def cv_row(cfg, bench, ranker, k: int) -> tuple[np.ndarray, list[dict]]:
     from riskrank_jax.data.ultratool import fold_assignment
 
     queries, gold = list(bench.queries.texts), bench.queries.gold
-    ids, ndcg = [], []
+    q_emb, ids, ndcg = ranker.encode_queries(queries), [], []
     for s, b, g in CV_GRID:
         change = {"server_context": True, "multi_step": g > 0, "server_weight": s, "sibling_weight": b,
                   "step_weight": g}
-        r, _ = ranker_rankings(ranker, queries, row_config(cfg, change), k)
+        r, _ = ranker_rankings(ranker, queries, row_config(cfg, change), k, q_emb)
         ids.append(r)
         ndcg.append(np.asarray(metrics.ndcg_at_k(jnp.asarray(r), jnp.asarray(gold), k=5)))
     ids, ndcg = np.stack(ids), np.stack(ndcg)  # [W, Q, k], [W, Q]

@@ -176,15 +176,12 @@ def with_encoder(ranker, encoder, cache, server_texts: list[str]):
     assessed with the base encoder, as ``riskrank-jax fit --tune-encoder`` keeps it)."""
     import dataclasses
 
-    from riskrank_jax.registry.permissions import permission_mask_words
-    from riskrank_jax.graph.tool_graph import build_tool_graph
-    from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
+    from riskrank_jax.rank.registry_inputs import registry_graph
 
     emb = np.asarray(embed_texts(encoder, list(ranker.tool_texts), cache), np.float32)
     graph = None
     if ranker.graph is not None:
-        graph = build_tool_graph(emb, permission_mask_words(ranker.tool_texts), ranker.risk_levels,
-                                 np.full((1, 1), -1, np.int32), max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+        graph = registry_graph(emb, ranker.tool_texts, ranker.risk_levels)
     server_emb = ranker.server_emb
     if server_emb is not None:
         if len(server_texts) != server_emb.shape[0]:

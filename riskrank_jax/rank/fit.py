@@ -43,12 +43,10 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax.errors import DataError, RankerError
-from riskrank_jax.graph.tool_graph import build_tool_graph
 from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.rank.query_log import read_query_log
 from riskrank_jax.rank.ranker import RankConfig, Ranker
-from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS
-from riskrank_jax.registry.permissions import permission_mask_words
+from riskrank_jax.rank.registry_inputs import registry_graph
 
 # --tune-encoder's settings: the sweep's epochs and learning rate, with 3 layers (chosen by benchmarks/fit_tune.py;
 # the figures are in docs/registry.md, "Fine-tuning the encoder").
@@ -76,8 +74,7 @@ class FitConfig:
 
 
 def _head_ranker(zero: Ranker, params, gold, cfg: FitConfig, provenance: dict) -> Ranker:
-    perm = permission_mask_words(zero.tool_texts)
-    graph = (build_tool_graph(zero.tool_emb, perm, zero.risk_levels, gold, max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+    graph = (registry_graph(zero.tool_emb, zero.tool_texts, zero.risk_levels, gold)
              if cfg.alpha > 0 else None)  # bounded as the zero-shot registry graph is (O(N) edges)
     return Ranker.build(encoder_id=zero.encoder_id, tool_names=zero.tool_names, tool_texts=zero.tool_texts,
                         tool_emb=zero.tool_emb, risk_levels=zero.risk_levels, perm_level=zero.perm_level,
@@ -91,9 +88,7 @@ def _tuned_ranker(zero: Ranker, tool_emb, encoder_id: str, provenance: dict) -> 
     its graph (when it has one) rebuilt as ``zero_shot_graph`` builds it, on the tuned vectors."""
     graph = None
     if zero.graph is not None:
-        graph = build_tool_graph(np.asarray(tool_emb, np.float32), permission_mask_words(zero.tool_texts),
-                                 zero.risk_levels, np.full((1, 1), -1, np.int32),
-                                 max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+        graph = registry_graph(tool_emb, zero.tool_texts, zero.risk_levels)
     return Ranker.build(**{**_zero_fields(zero), "encoder_id": encoder_id, "tool_emb": tool_emb, "graph": graph},
                         provenance=provenance)
 

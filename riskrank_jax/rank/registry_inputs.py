@@ -105,6 +105,19 @@ def assess_dimensions_risk(registry: Registry, emb, encoder_id: str, dim: int, p
 REGISTRY_MAX_NEIGHBOURS = 32
 
 
+def registry_graph(tool_emb, tool_texts, risk_levels, train_gold=None):
+    """The ToolGraph of a built ranker's arrays (tool_emb float [N, d], tool_texts, risk_levels int [N]) as
+    ``zero_shot_graph`` builds it — the permission mask from the texts, neighbours bounded — with co-occurrence
+    edges from ``train_gold`` int [Q, G] (padded with -1; None: none). For a ranker whose vectors or logged
+    queries change (a tuned encoder, a fitted head, server siblings)."""
+    from riskrank_jax.graph.tool_graph import build_tool_graph
+    from riskrank_jax.registry.permissions import permission_mask_words
+
+    gold = np.full((1, 1), -1, np.int32) if train_gold is None else np.asarray(train_gold, np.int32)
+    return build_tool_graph(np.asarray(tool_emb, np.float32), permission_mask_words(tool_texts), risk_levels, gold,
+                            max_neighbours=REGISTRY_MAX_NEIGHBOURS)
+
+
 def zero_shot_graph(inputs: RankingInputs, train_gold=None, config=None, *,
                     max_neighbours: int | None = REGISTRY_MAX_NEIGHBOURS, progress: bool | None = None):
     """ToolGraph over the registry: semantic and permission edges (risk levels from the assessment), plus
@@ -123,4 +136,4 @@ def zero_shot_graph(inputs: RankingInputs, train_gold=None, config=None, *,
                             max_neighbours=max_neighbours, progress=progress)
 
 
-__all__ = ["RankingInputs", "registry_inputs", "assess_dimensions_risk", "zero_shot_graph", "REGISTRY_MAX_NEIGHBOURS"]
+__all__ = ["registry_graph", "RankingInputs", "registry_inputs", "assess_dimensions_risk", "zero_shot_graph", "REGISTRY_MAX_NEIGHBOURS"]
