@@ -94,7 +94,7 @@ def main() -> None:
         looped.append(sum(timed([j], r == 0) for j in jobs))
         together.append(timed(jobs, r == 0))
     looped, together = min(looped), min(together)
-    print(f"one model at a time: {looped:.1f} s; all {len(jobs)} together ({'lax.map' if jax.default_backend() == 'cpu' and jax.device_count() == 1 else 'vmap'}): "
+    print(f"one model at a time: {looped:.1f} s; all {len(jobs)} together ({'lax.map' if groups.maps_sequentially() else 'vmap'}): "
           f"{together:.1f} s; ratio {looped / together:.2f}x")
     if args.vmap:
         mapped = groups.map_models

@@ -231,10 +231,6 @@ class Encoder:
         """(rows, row length R, rows run = T / R) of each batch (``batching.RowPlan.batches``)."""
         return self.row_plan.batches(lengths, batch_size, compact=compact)
 
-    def compact_shape(self, n_rows: int, fill: int) -> tuple[int, int]:
-        """(rows B, row length R) of a compact batch (``batching.RowPlan.compact_shape``)."""
-        return self.row_plan.compact_shape(n_rows, fill)
-
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None,
                compact: bool = False) -> np.ndarray:
         """float32 [n, dim] embeddings (L2-normalised unless normalize=False), in the order of `texts`.
@@ -242,7 +238,7 @@ class Encoder:
         batch_size: sets the tokens per batch, 16 · batch_size (see `tokens_per_batch`). A text's vector does
         not depend on the other texts or their order (see the module doc).
         compact: for a few short texts (a request to rank): when their packed rows fit in one batch of at most
-        T tokens, run that batch in the small shape ``compact_shape`` gives (e.g. 1 x 16 tokens for one query
+        T tokens, run that batch in the small shape ``RowPlan.compact_shape`` gives (e.g. 1 x 16 tokens for one query
         of 9 to 16 tokens) instead of a full batch of T tokens; each such shape compiles once. The vectors
         equal the default path's up to float rounding, not bit for bit, so the embedding cache and the sweep
         never use it.

@@ -144,8 +144,9 @@ def _finish(ctx: dict, job: dict, tuned) -> dict:
     vec = np.zeros((states.size, states.states.shape[1]), np.float32)  # only the texts this model scores
     vec[need] = embed_states(tuned, encoder, states, need)
     t_named = vec[rows["named"]]
-    tuned_w, _ = choose_weight(vec[rows["train"]][held] @ t_named.T, fs.train_bm25_named[held], gold[held])
-    tuned_train = np.asarray(fuse(vec[rows["train"]][held] @ t_named.T, fs.train_bm25_named[held], tuned_w))
+    held_cos = vec[rows["train"]][held] @ t_named.T  # [held queries, N]: the tuned cosine, for both choices
+    tuned_w, _ = choose_weight(held_cos, fs.train_bm25_named[held], gold[held])
+    tuned_train = np.asarray(fuse(held_cos, fs.train_bm25_named[held], tuned_w))
     gate, table = choose_gate(frozen_train[held], tuned_train, gold[held])
     risk = risk_only_scores(vec[rows["description"]], bench.tools.risk, (seed,), cfg.risk_head)[0]
     out = {"gate": np.float32(gate), "table": np.asarray(table, np.float32), "weight": np.float32(job["weight"]),
