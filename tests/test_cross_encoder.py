@@ -16,6 +16,7 @@ import pytest
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model import cross_encoder as cem
 from riskrank_jax.model import cross_encoder_train as cet
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import zscore
 
 KEYWORDS = [f"key{i}" for i in range(40)]
@@ -224,14 +225,15 @@ def test_training_plan_lists_positives_then_first_stage_negatives(task):
     _, gold, _, first = task
     cand = cet.candidates(first, CONFIG.top)
     cfg = cem.CrossEncoderConfig(epochs=2, batch=8, negatives=4)
-    plan = cet.training_plan(gold, cand, np.arange(32), 5, cfg)
+    hard = np.asarray(best_non_gold(first, gold, cfg.negatives))
+    plan = cet.training_plan(gold, cand, hard, np.arange(32), 5, cfg)
     assert plan["tools"].shape == (8, 8, 5) and (plan["queries"] >= 0).all()
     for s, r in np.ndindex(*plan["queries"].shape):
         q = plan["queries"][s, r]
         row, pos = plan["tools"][s, r], plan["positive"][s, r]
         assert list(row[pos]) == [gold[q, 0]] and pos[0] and not pos[1:].any()
         assert list(row[1:]) == [t for t in cand[q] if t != gold[q, 0]][:4]  # the best non-gold
-    again = cet.training_plan(gold, cand, np.arange(32), 5, cfg)
+    again = cet.training_plan(gold, cand, hard, np.arange(32), 5, cfg)
     assert all(np.array_equal(plan[k], again[k]) for k in plan)
     assert sorted(plan["queries"][:4].reshape(-1)) == list(range(32))  # one epoch covers every query once
 
@@ -267,9 +269,6 @@ def test_candidates_ties_go_to_the_lower_index_and_gate_ties_to_the_smaller_gamm
     assert cet.candidates(np.zeros((2, 4)), 20).shape == (2, 4)
     assert cet.choose_gate({0.0: 0.5, 0.25: 0.5, 0.5: 0.4}) == 0.0
     assert cet.choose_gate({0.0: 0.4, 0.25: 0.6, 0.5: 0.6, 1.0: 0.6}) == 0.25
-    a, b = cet.heldout_split(40, 0.2, 3)
-    assert len(b) == 8 and sorted([*a, *b]) == list(range(40))
-    assert np.array_equal(b, cet.heldout_split(40, 0.2, 3)[1]) and not np.array_equal(b, cet.heldout_split(40, 0.2, 4)[1])
 
 
 # ---- (d) baselines offline, (e) bad paths

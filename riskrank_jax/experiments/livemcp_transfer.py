@@ -57,13 +57,6 @@ def _first_stage(bench, encoder, cache) -> np.ndarray:
     return np.asarray(hybrid.fuse(first_stage.dense_scores(q, t), bm, hybrid.DEFAULT_WEIGHT), np.float32)
 
 
-def _heldout(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(training ids, held-out ids) of the source's n training queries, drawn from ``SEED``."""
-    held = np.zeros(n, bool)
-    held[np.random.default_rng(SEED).permutation(n)[:max(1, int(round(HELDOUT_FRACTION * n)))]] = True
-    return np.flatnonzero(~held), np.flatnonzero(held)
-
-
 def _ndcg5(scores, gold) -> float:
     top = np.argsort(-np.asarray(scores, np.float32), axis=1, kind="stable")[:, :5]
     return float(np.asarray(metrics.ndcg_at_k(jnp.asarray(top), jnp.asarray(gold), k=5)).mean())
@@ -91,8 +84,9 @@ def source_tuned_encoder(cfg, encoder, cache, ckpt_root: Path):
 
 
 def _train_tuned(cfg, bench, base, cache, out: Path, enc_dir: Path) -> dict:
-    from riskrank_jax.model.encoder_tune import TextStates, embed_states, hard_negatives, save_tuned_encoder, \
-        tune_encoder
+    from riskrank_jax.model.encoder_tune import TextStates, embed_states, save_tuned_encoder, tune_encoder
+    from riskrank_jax.model.heldout import heldout_split
+    from riskrank_jax.model.negatives import best_non_gold
 
     t0 = time.perf_counter()
     n_tools, gold = bench.tools.size, np.asarray(bench.train.gold)
@@ -106,8 +100,8 @@ def _train_tuned(cfg, bench, base, cache, out: Path, enc_dir: Path) -> dict:
     states = TextStates.build(base, texts, base.shape.num_layers - cfg.tune.layers)
     states_s = time.perf_counter() - t0
     first = _first_stage(bench, base, cache)
-    train_ids, held = _heldout(gold.shape[0])
-    hard = hard_negatives(first, gold, min(HARD_POOL, n_tools - gold.shape[1]))
+    train_ids, held = heldout_split(np.arange(gold.shape[0]), HELDOUT_FRACTION, SEED)
+    hard = np.asarray(best_non_gold(first, gold, HARD_POOL))
 
     def heldout_ndcg(t) -> float:  # the tuned cosine on the held-out training queries: which epoch to keep
         v = embed_states(t, base, states, np.concatenate([t_rows, q_rows[held]]))

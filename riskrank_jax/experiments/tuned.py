@@ -30,12 +30,12 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax.experiments.stages import risk_only_scores, short_hash
-from riskrank_jax.model.encoder_tune import (TextStates, TuneConfig, TuneJob, embed_states, hard_negatives,
-                                             tune_encoders)
+from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, TuneJob, embed_states, tune_encoders
+from riskrank_jax.model.heldout import GATES, gate_index, heldout_split
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import choose_weight, fuse
 from riskrank_jax.scoring import rank_order_host
 
-GATES = (0.0, 0.25, 0.5, 0.75, 1.0)
 HARD_POOL = 40  # first-stage rows searched for each training query's hard negatives
 
 
@@ -66,9 +66,10 @@ def _ndcg5(scores, gold) -> float:
 
 
 def choose_gate(frozen, tuned, gold) -> tuple[float, list[float]]:
-    """(γ, held-out NDCG@5 per γ of ``GATES``) for relevance (1 − γ)·frozen + γ·tuned, [Q, N] each; ties: smaller γ."""
-    table = [round(_ndcg5((1 - g) * frozen + g * tuned, gold), 6) for g in GATES]
-    return GATES[int(np.argmax(table))], table
+    """(γ, held-out NDCG@5 per γ of ``GATES``) for relevance (1 − γ)·frozen + γ·tuned, [Q, N] each
+    (``model.heldout.gate_index``: ties to the smaller γ)."""
+    table = np.asarray([_ndcg5((1 - g) * frozen + g * tuned, gold) for g in GATES])
+    return GATES[int(gate_index(table))], [round(float(v), 6) for v in table]
 
 
 def _texts(bench) -> tuple[list[str], dict]:
@@ -94,16 +95,6 @@ def _model_dir(cfg, bench, encoder_id: str, ckpt_root: Path) -> Path:
     return Path(ckpt_root).resolve() / bench.name / f"tuned-{short_hash(meta)}"
 
 
-def heldout_split(train_mask, seed: int, fold: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """(training ids, held-out ids) of a fold's training queries (bool [Q]), the held-out share drawn from
-    (seed, fold)."""
-    ids = np.flatnonzero(train_mask)
-    rng = np.random.default_rng([int(seed), int(fold)])
-    held = np.zeros(ids.size, bool)
-    held[rng.permutation(ids.size)[:max(1, int(round(fraction * ids.size)))]] = True
-    return ids[~held], ids[held]
-
-
 def _saved(ctx: dict, seed: int, fold: int) -> dict | None:
     """Model (seed, fold)'s arrays from an earlier sweep, or None."""
     saved = ctx["dir"] / f"seed{seed}-fold{fold}" / "arrays.npz"
@@ -118,11 +109,10 @@ def _job(ctx: dict, seed: int, fold: int) -> tuple[TuneJob, dict]:
     the held-out NDCG@5 of the tuned cosine as its epoch chooser) and what ``_finish`` needs of it."""
     bench, fs, cfg, encoder, rows = ctx["bench"], ctx["fs"], ctx["cfg"], ctx["encoder"], ctx["rows"]
     gold, w = np.asarray(bench.train.gold), float(fs.weights["named"][fold])
-    train_ids, held = heldout_split(np.asarray(bench.train_fold_mask)[fold], seed, fold, cfg.tune.heldout_fraction)
+    train_ids, held = heldout_split(np.asarray(bench.train_fold_mask)[fold], cfg.tune.heldout_fraction, seed, fold)
     if fold not in ctx["hard"]:  # the fold's frozen hybrid and its hard negatives: shared by the fold's seeds
         frozen_train = np.asarray(fuse(fs.train_dense_named, fs.train_bm25_named, w))
-        ctx["hard"][fold] = frozen_train, hard_negatives(frozen_train, gold, min(HARD_POOL, bench.tools.size
-                                                                                 - gold.shape[1]))
+        ctx["hard"][fold] = frozen_train, np.asarray(best_non_gold(frozen_train, gold, HARD_POOL))
     frozen_train, hard = ctx["hard"][fold]
 
     def heldout_ndcg(t) -> float:  # the tuned cosine on the held-out queries: which epoch to keep

@@ -43,6 +43,7 @@ import optax
 from riskrank_jax.encode import hf
 from riskrank_jax.encode.bert import ACTIVATIONS, BertShape, sequence_classifier_logits
 from riskrank_jax.encode.hf import WeightsAbsent
+from riskrank_jax.model.heldout import GATES
 from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
@@ -78,7 +79,7 @@ class CrossEncoderConfig:
     lr: float = 2e-5  # Adam
     heldout_fraction: float = 0.2
     heldout_seed: int | None = None  # None: the training seed
-    gates: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    gates: tuple[float, ...] = GATES
     checkpoint_every: int = 50  # steps between orbax checkpoints (and one at the end)
     score_batch: int = 64  # pairs per scoring batch
 

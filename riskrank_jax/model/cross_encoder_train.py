@@ -7,13 +7,14 @@
 
 Gate: ``rerank_relevance`` keeps the first stage (z-scored over the pool) and replaces only the candidates'
 scores by ``(1 − γ)·z(first) + γ·z(ce)`` re-standardised onto the candidates' own first-stage mean and std;
-γ is chosen on held-out training queries by NDCG@5 (ties: the smaller γ), as in ``model.rerank``, so γ = 0,
+γ is chosen on held-out training queries by NDCG@5 (``model.heldout``: its split, its grid, ties to the smaller
+γ), as in ``model.rerank``, so γ = 0,
 exactly the first stage, is kept unless the cross-encoder helps on queries it was not trained on.
 
 Training (``train_cross_encoder``): listwise softmax cross-entropy per query over its positives (its gold
 tools among the candidates ∪ one gold sampled per epoch) and ``negatives`` hard negatives (by default the
-first stage's best non-gold tools; ``negative_pool`` > ``negatives`` samples them from that many), Adam, no
-dropout (the model's own compiled step, ``CrossEncoder.train_step``); the whole schedule is drawn from the seed
+first stage's best non-gold tools, ``model.negatives.best_non_gold``; ``negative_pool`` > ``negatives`` samples
+them from that many), Adam, no dropout (the model's own compiled step, ``CrossEncoder.train_step``); the whole schedule is drawn from the seed
 up front, so a run is deterministic and a killed run resumes bit-identically from its last orbax checkpoint
 (``model.checkpoints.RunStore``, which counts steps here); a finished run is reused without training.
 
@@ -35,6 +36,8 @@ from riskrank_jax import metrics
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.checkpoints import RunStore, hash_arrays
 from riskrank_jax.model.cross_encoder import CrossEncoder, CrossEncoderConfig
+from riskrank_jax.model.heldout import gate_index, heldout_split
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import zscore
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import top_order
@@ -70,15 +73,6 @@ def _rerank_relevance(first_stage, cand, ce_scores, gamma):
     return jnp.where(gamma == 0, z, out)
 
 
-def heldout_split(n_queries: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(training rows, held-out rows), sorted int arrays: a seeded ``fraction`` of the queries held out (at
-    least one, and at least one left to train on when there are two or more)."""
-    rng = np.random.default_rng([int(seed), 11])
-    n_held = min(max(1, round(fraction * n_queries)), max(1, n_queries - 1))
-    perm = rng.permutation(n_queries)
-    return np.sort(perm[n_held:]), np.sort(perm[:n_held])
-
-
 def gate_table(first_stage, cand, ce_scores, gold, gates: Sequence[float]) -> dict[float, float]:
     """{γ: mean NDCG@5 of ``rerank_relevance``} over the queries given: first_stage [Q, N], cand [Q, C],
     ce_scores [Q, C], gold int [Q, G] (-1 pad)."""
@@ -90,9 +84,9 @@ def gate_table(first_stage, cand, ce_scores, gold, gates: Sequence[float]) -> di
 
 
 def choose_gate(table: dict[float, float]) -> float:
-    """The γ with the highest NDCG (within 1e-7); ties go to the smaller γ."""
-    best = max(table.values())
-    return min(g for g, v in table.items() if v >= best - 1e-7)
+    """The γ of ``gate_table`` that ``model.heldout.gate_index`` keeps (the best NDCG; ties to the smaller γ)."""
+    gates = sorted(table)
+    return gates[int(gate_index(np.asarray([table[g] for g in gates])))]
 
 
 def ce_scores_for(ce: CrossEncoder, query_texts: Sequence[str], tool_texts: Sequence[str], cand, *,
@@ -113,14 +107,15 @@ def ce_scores_for(ce: CrossEncoder, query_texts: Sequence[str], tool_texts: Sequ
 # ---------------------------------------------------------------------------------------------------------
 
 
-def training_plan(gold, cand, train_rows, seed: int, config: CrossEncoderConfig) -> dict[str, np.ndarray]:
+def training_plan(gold, cand, hard, train_rows, seed: int, config: CrossEncoderConfig) -> dict[str, np.ndarray]:
     """Every step's lists, drawn from the seed up front: {"queries": int32 [S, B] (-1 pad), "tools": int32
     [S, B, W] (-1 pad), "positive": bool [S, B, W]} with W = G + negatives, B = config.batch.
 
     Per epoch the training queries that have gold are shuffled and split into steps of B; a query's list is its
-    positives (its gold among cand [Q, C] ∪ one gold sampled per epoch), then its negatives: the best
-    ``negatives`` non-gold candidates, or ``negatives`` drawn from the best ``negative_pool`` when larger."""
-    gold, cand = np.asarray(gold), np.asarray(cand)
+    positives (its gold among cand [Q, C] ∪ one gold sampled per epoch), then its negatives from hard int [Q, P]
+    (the first stage's best non-gold tools, ``model.negatives.best_non_gold``): the best ``negatives``, or
+    ``negatives`` drawn from the best ``negative_pool`` when larger."""
+    gold, cand, hard = np.asarray(gold), np.asarray(cand), np.asarray(hard)
     rows = [int(q) for q in train_rows if (gold[q] >= 0).any()]
     if not rows:
         raise RiskRankError("train_cross_encoder: no training query has a gold tool")
@@ -135,7 +130,7 @@ def training_plan(gold, cand, train_rows, seed: int, config: CrossEncoderConfig)
         for j, q in enumerate(rng.permutation(rows)):
             g = gold[q][gold[q] >= 0]
             pos = sorted({int(t) for t in cand[q] if t in g} | {int(rng.choice(g))})
-            non_gold = [int(t) for t in cand[q] if t not in g][:pool]
+            non_gold = [int(t) for t in hard[q, :pool]]
             neg = list(rng.permutation(non_gold)[:n_neg]) if pool > n_neg else non_gold[:n_neg]
             items = pos + neg
             s, r = e * per_epoch + j // b, j % b
@@ -234,8 +229,9 @@ def train_cross_encoder(ce: CrossEncoder, query_texts: Sequence[str], gold, tool
     ce = ce.with_params(ce.params, max_tokens=config.max_tokens)
     cand = candidates(first, config.top)
     split_seed = seed if config.heldout_seed is None else config.heldout_seed
-    train_rows, held_rows = heldout_split(len(query_texts), config.heldout_fraction, split_seed)
-    plan = training_plan(gold, cand, train_rows, seed, config)
+    train_rows, held_rows = heldout_split(np.arange(len(query_texts)), config.heldout_fraction, split_seed)
+    hard = np.asarray(best_non_gold(first, gold, max(config.negatives, config.negative_pool or config.negatives)))
+    plan = training_plan(gold, cand, hard, train_rows, seed, config)
     store = None
     if checkpoint_dir is not None:
         store = _run_store(checkpoint_dir, ce, config, seed, plan["tools"].shape[0],
@@ -254,5 +250,5 @@ def train_cross_encoder(ce: CrossEncoder, query_texts: Sequence[str], gold, tool
     return tuned, report
 
 
-__all__ = ["PROGRESS_MIN_PAIRS", "candidates", "rerank_relevance", "heldout_split", "gate_table", "choose_gate",
+__all__ = ["PROGRESS_MIN_PAIRS", "candidates", "rerank_relevance", "gate_table", "choose_gate",
            "ce_scores_for", "training_plan", "step_batch", "train_cross_encoder"]

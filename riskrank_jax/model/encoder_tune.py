@@ -183,16 +183,6 @@ def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list
     return steps
 
 
-def hard_negatives(first_stage, gold, n: int) -> np.ndarray:
-    """int [Q, n]: each query's ``n`` best non-gold tools under ``first_stage`` [Q, N] (gold int [Q, G], −1 pad).
-    Here (not in experiments/) so that the sweep and ``riskrank-jax fit --tune-encoder`` draw them one way."""
-    top = np.argsort(-np.asarray(first_stage), axis=1, kind="stable")[:, :n + gold.shape[1]]
-    out = np.empty((top.shape[0], n), np.int64)
-    for q, row in enumerate(top):
-        out[q] = row[~np.isin(row, gold[q])][:n]
-    return out
-
-
 def _exclude_mask(gold, qs, tools) -> np.ndarray:
     """bool [Bq, Bt]: tool column j is a gold tool of query i other than its label column i."""
     gold_sets = [set(gold[q][gold[q] >= 0].tolist()) for q in qs]

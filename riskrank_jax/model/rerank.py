@@ -35,6 +35,8 @@ import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.model.groups import map_models, plan_groups
+from riskrank_jax.model.heldout import GATES, gate_index, heldout_split
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import choose_weights, zscore
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit
 from riskrank_jax.scoring import top_order
@@ -53,7 +55,7 @@ class RerankConfig:
     l2: float = 1e-4
     holdout: float = 0.1
     n_candidates: int = 200  # training negatives per query: the hybrid's best non-gold tools
-    gates: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    gates: tuple[float, ...] = GATES
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -90,11 +92,9 @@ def gated_scores(params, weight, gate, q_emb, t_emb, feats):
 
 def training_candidates(feats, gold, weight, n_candidates: int):
     """Per training query: its gold tools, then the ``n_candidates`` best non-gold tools of the hybrid first
-    stage. int32 [Q, G + C]; padded gold slots are -1."""
+    stage (``model.negatives.best_non_gold``). int32 [Q, G + C]; padded gold slots are -1."""
     hybrid = weight * feats[..., 0] + (1.0 - weight) * feats[..., 1]
-    n = hybrid.shape[-1]
-    is_gold = jnp.zeros(hybrid.shape, bool).at[jnp.arange(gold.shape[0])[:, None], jnp.maximum(gold, 0)].max(gold >= 0)
-    top = jax.lax.top_k(jnp.where(is_gold, -jnp.inf, hybrid), min(n_candidates, n))[1]
+    top = best_non_gold(hybrid, gold, min(n_candidates, hybrid.shape[-1]))
     return jnp.concatenate([gold, top], axis=-1).astype(jnp.int32)
 
 
@@ -195,8 +195,7 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
     per_gate = jax.vmap(lambda g: _heldout_ndcg(
         lambda r: gated_scores(best_p, weight, g, q_emb[r], t_emb, feats[r]), held_rows, held_valid, gold,
         q_chunk))(gates)
-    # first maximum = the smallest γ among ties (gates ascending): never worse than γ = 0 on held-out
-    gate = gates[jnp.argmax(per_gate >= per_gate.max() - 1e-7)]
+    gate = gates[gate_index(per_gate)]  # the smallest γ among ties: never worse than γ = 0 on held-out
     return best_p, best, gate, per_gate
 
 
@@ -213,19 +212,17 @@ class RerankModels:
 
 
 def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per model (seed-major, fold-minor): (train mask, held-out mask), bool [M, Q]. A seeded ``holdout``
-    share of each fold's training queries is held out (at least one)."""
+    """Per model (seed-major, fold-minor): (train mask, held-out mask), bool [M, Q]: ``model.heldout.heldout_split``
+    of each fold's training queries on (seed, fold)."""
     fold_mask = np.asarray(fold_mask, bool)
     train, held = [], []
     for seed in seeds:
         for f in range(fold_mask.shape[0]):
-            idx = np.flatnonzero(fold_mask[f])
-            rng = np.random.default_rng([int(seed), f, 11])
-            h = rng.permutation(idx)[: max(1, int(round(holdout * idx.size)))]
-            m = np.zeros(fold_mask.shape[1], bool)
-            m[h] = True
-            held.append(m)
-            train.append(fold_mask[f] & ~m)
+            t_ids, h_ids = heldout_split(fold_mask[f], holdout, seed, f)
+            for ids, out in ((t_ids, train), (h_ids, held)):
+                m = np.zeros(fold_mask.shape[1], bool)
+                m[ids] = True
+                out.append(m)
     return np.stack(train), np.stack(held)
 
 

@@ -14,7 +14,7 @@ What one model does (docs/method.md §3):
     negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
     encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper), or
     ``hard_per_positive`` hard and the rest uniform ("mixed", beyond the paper);
-  * ``holdout`` of the triplets (a seeded random subset) is held out;
+  * ``holdout`` of the triplets (a seeded random subset, ``model.heldout.random_first``) is held out;
   * loss L = mean max(0, margin − (f_rel(q,pos) − f_rel(q,neg))) + μ · MSE(f_risk, (r − 1)/4), the MSE over
     both the positive and the negative tool of each triplet. λ-aware variant: f_rel is replaced by
     s = f_rel − λ·f_risk inside the margin term;
@@ -57,6 +57,8 @@ from riskrank_jax.errors import CacheError
 from riskrank_jax.model import checkpoints as ckpt
 from riskrank_jax.model import heads
 from riskrank_jax.model.groups import gathered, map_models, plan_groups
+from riskrank_jax.model.heldout import n_held, random_first, split_key
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
@@ -175,11 +177,6 @@ def _shared_inputs(gold: np.ndarray, fold_mask: np.ndarray, n_tools: int) -> tup
     return shared, n_gold
 
 
-def _n_hold(n_valid: int, holdout: float) -> int:
-    """Held-out triplets of a model: round-half-up of holdout · n_valid."""
-    return int(math.floor(holdout * n_valid + 0.5))
-
-
 def model_index(seeds, folds, config: TrainConfig) -> list[dict]:
     """Model order: seed-major, then fold, then λ (λ-aware runs only)."""
     out = []
@@ -193,15 +190,11 @@ def model_index(seeds, folds, config: TrainConfig) -> list[dict]:
 
 
 def hard_candidates(query_emb, tool_emb, gold, hard_pool: int):
-    """Each query's frozen-encoder top-``hard_pool`` tools minus its gold set, allowed ones first.
-
-    Returns (order int32 [Q, H], n_allowed int32 [Q]).
-    """
-    qn, tn = l2_normalise(query_emb), l2_normalise(tool_emb)
-    _, top = jax.lax.top_k(qn @ tn.T, hard_pool)
-    allowed = ~jnp.any(top[:, :, None] == gold[:, None, :], axis=-1)
-    order = jnp.take_along_axis(top, jnp.argsort(~allowed, axis=1, stable=True), axis=1)
-    return order.astype(jnp.int32), allowed.sum(-1).astype(jnp.int32)
+    """Each query's ``hard_pool`` best non-gold tools by the frozen cosine (``model.negatives.best_non_gold``; at
+    most N − G). Returns (order int32 [Q, H], n_hard int32 [Q], H for every query)."""
+    scores = l2_normalise(query_emb) @ l2_normalise(tool_emb).T
+    order = best_non_gold(scores, gold, min(hard_pool, tool_emb.shape[0] - gold.shape[1]))
+    return order, jnp.full(order.shape[0], order.shape[1], jnp.int32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,18 +206,9 @@ def _keys(seed, fold):
     return {
         "init": jax.random.fold_in(base, 0),
         "neg": jax.random.fold_in(jax.random.fold_in(base, 1), fold),
-        "split": jax.random.fold_in(jax.random.fold_in(base, 2), fold),
+        "split": split_key(seed, fold),
         "order": jax.random.fold_in(jax.random.fold_in(base, 3), fold),
     }
-
-
-def _random_first(key, flag):
-    """A permutation of range(len(flag)) with the True entries first, each group in random order.
-
-    One PRNG call (cheap to compile under vmap): sort by (not flag, 31 random bits), stable.
-    """
-    bits = jax.random.bits(key, flag.shape, jnp.uint32) >> 1
-    return jnp.argsort(bits | jnp.where(flag, jnp.uint32(0), jnp.uint32(1 << 31)), stable=True)
 
 
 def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_max: int):
@@ -254,7 +238,7 @@ def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_m
         else:  # negative j of each positive is hard for j < hard_per_positive, uniform otherwise
             neg = jnp.where(jnp.arange(n_slots) % k < config.hard_per_positive, hard, neg)
     n_valid = valid.sum()
-    perm = _random_first(keys["split"], valid)  # valid slots first, in random order
+    perm = random_first(keys["split"], valid)  # valid slots first, in random order
     rank = jnp.arange(n_slots)
     train_flag = jnp.zeros(n_slots, bool).at[perm].set((rank >= n_hold) & (rank < n_valid))
     hold_idx = perm[:n_hold_max] if n_hold_max <= n_slots else jnp.pad(perm, (0, n_hold_max - n_slots))
@@ -313,7 +297,7 @@ def _one_epoch(state, data, seed, fold, lam, epoch, shared, *, config: TrainConf
     loss_fn = functools.partial(_loss, config=config)
     n_slots = data["train_flag"].shape[0]
     b = config.batch_size
-    order = _random_first(jax.random.fold_in(_keys(seed, fold)["order"], epoch), data["train_flag"])
+    order = random_first(jax.random.fold_in(_keys(seed, fold)["order"], epoch), data["train_flag"])
     need = steps * b
     order = order[:need] if need <= n_slots else jnp.pad(order, (0, need - n_slots))
     batches = order.reshape(steps, b)
@@ -482,10 +466,7 @@ def _shared_for_run(gold_in, fold_mask, query_emb, tool_emb, config: TrainConfig
             raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
                                         config.hard_pool)
-        n_hard = np.asarray(n_hard)
-        if np.any((n_hard < 1) & (n_gold > 0)):
-            raise ValueError(f"hard_pool={config.hard_pool} is filled by gold tools for some query; raise it")
-        shared["hard_order"], shared["n_hard"] = np.asarray(order), np.maximum(n_hard, 1).astype(np.int32)
+        shared["hard_order"], shared["n_hard"] = np.asarray(order), np.asarray(n_hard)
     return shared, n_gold
 
 
@@ -494,7 +475,7 @@ def _model_counts(index, n_gold, fold_mask, config: TrainConfig):
 
     Returns (n_valid int [M], n_hold int32 [M], steps per epoch, held-out width)."""
     n_valid = np.array([config.n_neg * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
-    n_hold = np.array([_n_hold(int(v), config.holdout) for v in n_valid], np.int32)
+    n_hold = np.array([n_held(int(v), config.holdout, at_least=0) for v in n_valid], np.int32)
     n_train = n_valid - n_hold
     if np.any(n_train < 1):
         raise ValueError("some model has no training triplets (empty fold or no gold tools)")
@@ -741,9 +722,9 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
     if config.negatives in ("hard", "mixed"):
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
                                         config.hard_pool)
-        shared["hard_order"], shared["n_hard"] = order, jnp.maximum(n_hard, 1)
+        shared["hard_order"], shared["n_hard"] = order, n_hard
     n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
-    n_hold = _n_hold(n_valid, config.holdout)
+    n_hold = n_held(n_valid, config.holdout, at_least=0)
     program = _build_program(config.negatives, config.n_neg, max(1, n_hold), config.hard_per_positive)
     one = lambda v: np.asarray([v], np.int32)  # noqa: E731  (a model axis of 1: the training program)
     d = program(one(seed), one(fold), one(n_hold), shared)

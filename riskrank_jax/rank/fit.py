@@ -5,8 +5,8 @@
     ranker.save("my_ranker")                     # then: riskrank-jax rank ... --model my_ranker
     ranker, report = fit_ranker(files, "log.jsonl", config=FitConfig(tune_encoder=FIT_TUNE_CONFIG))
 
-Every ``heldout_every``-th logged query is held out. The dual heads (``model.train.train_models``, one fold, the
-given seeds) are trained on the rest, with the registry's assessed risk levels as the risk target, and
+A seeded ``heldout_fraction`` of the logged queries is held out (``model.heldout``). The dual heads
+(``model.train.train_models``, one fold, the given seeds) are trained on the rest, with the registry's assessed risk levels as the risk target, and
 scored as a Ranker (head f_rel − λ·risk, graph with co-occurrence edges from the training queries) on
 the held-out queries by NDCG@k, against the zero-shot ranker (``Ranker.from_registry``'s defaults). When
 the heads beat it on average over seeds, the best seed's settings are retrained on every logged query
@@ -56,7 +56,8 @@ HARD_CHUNK = 1024  # queries whose first-stage scores [chunk, N] are held at onc
 
 @dataclass(frozen=True)
 class FitConfig:
-    """seeds: one model per seed; epochs of train_models; heldout_every: every n-th query is held out;
+    """seeds: one model per seed; epochs of train_models; heldout_fraction: the share of the logged queries held
+    out (``model.heldout.heldout_split`` on the first seed);
     lam / alpha: the trained ranker's λ (on f_rel's scale) and graph α; k: the NDCG cut-off.
     tune_encoder: also fine-tune the encoder (None: do not); tune_seeds: how many of ``seeds`` (the first) tune
     one (each costs a full tuning run: minutes on a CPU); tune_retrain: when the tuned ranker wins, tune once
@@ -64,7 +65,7 @@ class FitConfig:
 
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 10
-    heldout_every: int = 5
+    heldout_fraction: float = 0.2
     lam: float = 0.1
     alpha: float = 0.2
     k: int = 5
@@ -106,11 +107,18 @@ def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig, progress: boo
 
 
 def _heldout(size: int, config: FitConfig, log_path) -> np.ndarray:
-    """bool [Q]: every ``heldout_every``-th query; DataError when too few are left on either side."""
-    held = np.arange(size) % config.heldout_every == config.heldout_every - 1
-    if held.sum() < 1 or (~held).sum() < 2:
-        raise DataError(f"{size} logged queries; need at least {max(config.heldout_every, 3)} (every "
-                        f"{config.heldout_every}th is held out to check the trained ranker)", log_path)
+    """bool [Q]: the held-out queries (``model.heldout.heldout_split``, drawn from the first seed); DataError when
+    too few are left on either side."""
+    from riskrank_jax.model.heldout import heldout_split
+
+    if not 0.0 < config.heldout_fraction < 1.0:
+        raise DataError(f"heldout_fraction must be in (0, 1), got {config.heldout_fraction}", log_path)
+    train, held_ids = heldout_split(np.arange(size), config.heldout_fraction, config.seeds[0])
+    if held_ids.size < 1 or train.size < 2:
+        raise DataError(f"{size} logged queries; need at least 3 (a share of {config.heldout_fraction:g} is held "
+                        "out to check the trained ranker)", log_path)
+    held = np.zeros(size, bool)
+    held[held_ids] = True
     return held
 
 
@@ -232,15 +240,15 @@ class _TuneRun:
         self.models: list = []
 
     def _hard_negatives(self, q_emb) -> np.ndarray:
-        """int [Q, P]: each query's P = min(hard_pool, N − G) best non-gold tools by the zero-shot first stage."""
-        from riskrank_jax.model.encoder_tune import hard_negatives
+        """int [Q, P]: each query's P = min(hard_pool, N − G) best non-gold tools by the zero-shot first stage
+        (``model.negatives.best_non_gold``), HARD_CHUNK queries at a time."""
+        from riskrank_jax.model.negatives import best_non_gold
 
         gold = self.log.gold
-        n = min(self.tune.hard_pool, self.zero.size - gold.shape[1])
         out = []
         for s in range(0, self.log.size, HARD_CHUNK):
             first = self.zero.first_stage_scores(q_emb[s:s + HARD_CHUNK], list(self.log.queries[s:s + HARD_CHUNK]))
-            out.append(hard_negatives(first, gold[s:s + HARD_CHUNK], n))
+            out.append(np.asarray(best_non_gold(first, gold[s:s + HARD_CHUNK], self.tune.hard_pool)))
         return np.concatenate(out)
 
     def _tune(self, train_idx, seed: int, desc: str):
