@@ -91,7 +91,7 @@ def main() -> None:
     n_gold = (gold >= 0).sum(-1)
     print(f"data: {source}")
     print(f"  tools {tool_emb.shape}, train queries {query_emb.shape}, mean gold {n_gold.mean():.2f}, "
-          f"folds {len(folds)}; triplets per model ~{cfg.n_neg * int(n_gold[fold_mask[0]].sum())}")
+          f"folds {len(folds)}; triplets per model ~{cfg.negatives * int(n_gold[fold_mask[0]].sum())}")
     print(f"  {n_models} models, {cfg.epochs} epochs, batch {cfg.batch_size}; jax {jax.__version__} on "
           f"{jax.devices()[0].platform} x{len(jax.devices())}, {platform.processor() or platform.machine()}")
 

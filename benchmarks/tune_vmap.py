@@ -85,8 +85,8 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     steps = [len(encoder_tune.batch_schedule(gold, j.train_idx, hard, j.seed, tune)) for j in jobs[:args.folds]]
     print(f"{len(jobs)} models ({args.seeds} seeds x {args.folds} folds; a full run of {tune.epochs} epochs takes "
-          f"{steps} steps per fold), {args.steps} timed steps each, batch {tune.batch} queries + "
-          f"{tune.batch * (1 + tune.hard_negatives)} tools, top {tune.layers} layers of {enc.model_id}; "
+          f"{steps} steps per fold), {args.steps} timed steps each, batch {tune.batch_size} queries + "
+          f"{tune.batch_size * (1 + tune.negatives)} tools, top {tune.layers} layers of {enc.model_id}; "
           f"{jax.devices()[0].platform} ({jax.device_count()} device(s), {cores} cores, {platform.processor() or platform.machine()}); "
           f"lower-layer states {states_s:.1f} s (not timed)")
     looped, together = [], []

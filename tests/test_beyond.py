@@ -68,7 +68,7 @@ def _synthetic_registry(seed=0, q=120, n=60, d=16):
 
 def test_reranker_learns_and_gate_never_loses_on_heldout():
     qe, t, bm25, gold = _synthetic_registry()
-    cfg = rerank.RerankConfig(rank=16, steps=200, eval_every=20, n_candidates=30)
+    cfg = rerank.RerankConfig(low_rank=16, steps=200, eval_every=20, negatives=30)
     fold_mask = np.ones((1, qe.shape[0]), bool)
     models = rerank.train_rerankers(qe, t, bm25, gold, fold_mask, (1, 2), cfg)
     assert models.heldout_ndcg_by_gate.shape == (2, len(cfg.gates))

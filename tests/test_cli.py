@@ -59,10 +59,10 @@ def test_train_reads_its_config_from_the_tree(cache):
     shown = json.loads(run_cli("train", "--show-config", env_cache=cache))
     assert shown == json.loads(json.dumps(dataclasses.asdict(default_config("demo").train)))
     got = json.loads(run_cli("train", "--show-config", "--epochs", "3", "--lambda-aware", "--lambdas", "0", "0.5",
-                             "--set", "train.n_neg=7", "--set", "train.epochs=4", env_cache=cache))
-    assert (got["epochs"], got["lambda_aware"], got["lambdas"], got["n_neg"]) == (4, True, [0.0, 0.5], 7)
-    assert {k: v for k, v in got.items() if k not in ("epochs", "lambda_aware", "lambdas", "n_neg")} == {
-        k: v for k, v in shown.items() if k not in ("epochs", "lambda_aware", "lambdas", "n_neg")}
+                             "--set", "train.negatives=7", "--set", "train.epochs=4", env_cache=cache))
+    assert (got["epochs"], got["lambda_aware"], got["lambdas"], got["negatives"]) == (4, True, [0.0, 0.5], 7)
+    assert {k: v for k, v in got.items() if k not in ("epochs", "lambda_aware", "lambdas", "negatives")} == {
+        k: v for k, v in shown.items() if k not in ("epochs", "lambda_aware", "lambdas", "negatives")}
     for bad, words in (("eval.k=3", "train.* only"), ("train.bogus=1", "unknown config path 'train.bogus'")):
         r = cli_invoker(str(cache))("train", "--set", bad, "--show-config", code=2)
         assert words in r.output + r.stderr and "--set" in r.output + r.stderr

@@ -95,8 +95,8 @@ def task():
     return queries, gold[:, None].astype(np.int32), tools, first
 
 
-CONFIG = cem.CrossEncoderConfig(top=20, epochs=12, batch=8, negatives=4, negative_pool=19, lr=3e-3,
-                                heldout_fraction=0.2, checkpoint_every=24, score_batch=80)
+CONFIG = cem.CrossEncoderConfig(top=20, epochs=12, batch_size=8, negatives=4, hard_pool=19, lr=3e-3,
+                                heldout_fraction=0.2, checkpoint_every=24, score_batch_size=80)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def _gold_rank_mean(ce, task, rows):
     queries of ``rows`` whose gold tool is a candidate."""
     queries, gold, tools, first = task
     cand = cet.candidates(first, CONFIG.top)[rows]
-    s = cet.ce_scores_for(ce, [queries[q] for q in rows], tools, cand, batch_size=CONFIG.score_batch,
+    s = cet.ce_scores_for(ce, [queries[q] for q in rows], tools, cand, batch_size=CONFIG.score_batch_size,
                           progress=False)
     ranks = [int((s[i] > s[i][cand[i] == gold[q, 0]]).sum()) for i, q in enumerate(rows) if gold[q, 0] in cand[i]]
     return float(np.mean(ranks))
@@ -200,7 +200,7 @@ def test_training_lowers_the_loss_and_beats_the_untrained_model_on_heldout_queri
     assert sorted(table) == list(CONFIG.gates) and report["gate"] == cet.choose_gate(table)
     queries, gold, tools, first = task
     cand = cet.candidates(first, CONFIG.top)[held]
-    s = cet.ce_scores_for(tuned, [queries[q] for q in held], tools, cand, batch_size=CONFIG.score_batch)
+    s = cet.ce_scores_for(tuned, [queries[q] for q in held], tools, cand, batch_size=CONFIG.score_batch_size)
     assert cet.gate_table(first[held], cand, s, gold[held], CONFIG.gates) == table
 
 
@@ -224,7 +224,7 @@ def test_a_finished_checkpoint_is_reused_and_a_killed_run_resumes(trained, task)
 def test_training_plan_lists_positives_then_first_stage_negatives(task):
     _, gold, _, first = task
     cand = cet.candidates(first, CONFIG.top)
-    cfg = cem.CrossEncoderConfig(epochs=2, batch=8, negatives=4)
+    cfg = cem.CrossEncoderConfig(epochs=2, batch_size=8, negatives=4)
     hard = np.asarray(best_non_gold(first, gold, cfg.negatives))
     plan = cet.training_plan(gold, cand, hard, np.arange(32), 5, cfg)
     assert plan["tools"].shape == (8, 8, 5) and (plan["queries"] >= 0).all()

@@ -13,7 +13,7 @@ from riskrank_jax.model.encoder_tune import (TextStates, TunedEncoder, TuneConfi
                                              embed_states, save_tuned_encoder, tune_encoder, tune_encoders)
 
 # one configuration for every training test: the train step compiles once for the whole file
-CFG = TuneConfig(layers=1, epochs=12, batch=16, lr=3e-3, hard_negatives=1, hard_pool=8, warmup=0.0, checkpoint_every=4)
+CFG = TuneConfig(layers=1, epochs=12, batch_size=16, lr=3e-3, negatives=1, hard_pool=8, warmup=0.0, checkpoint_every=4)
 TRAIN, HELD = np.arange(48), np.arange(48, 64)
 WORDS = ("calendar invoice weather repository password email printer backup flight recipe music ticket "
          "contract budget sensor camera").split()
@@ -98,7 +98,7 @@ def test_a_time_boxed_run_resumes_to_the_uninterrupted_result(setup, tmp_path):
 
 # several models in one run: 48, 32 and 40 training queries (3, 2 and 2 steps an epoch: 12, 8 and 8 steps), so
 # the second and third sit out the last 4 steps (padded, masked)
-MANY = TuneConfig(layers=1, epochs=4, batch=16, lr=3e-3, hard_negatives=1, hard_pool=8, warmup=0.25, checkpoint_every=4)
+MANY = TuneConfig(layers=1, epochs=4, batch_size=16, lr=3e-3, negatives=1, hard_pool=8, warmup=0.25, checkpoint_every=4)
 SIZES = (48, 32, 40)
 
 
@@ -220,7 +220,7 @@ def test_a_killed_run_of_many_models_resumes_to_the_uninterrupted_result(setup, 
 
 def test_schedule_is_drawn_from_the_seed_and_masks_nothing_it_should_not(setup):
     enc, tools, queries, gold, states, rows, hard = setup
-    cfg = TuneConfig(epochs=2, batch=16, hard_negatives=2, hard_pool=4)
+    cfg = TuneConfig(epochs=2, batch_size=16, negatives=2, hard_pool=4)
     a = batch_schedule(gold, np.arange(64), hard, 3, cfg)
     b = batch_schedule(gold, np.arange(64), hard, 3, cfg)
     c = batch_schedule(gold, np.arange(64), hard, 4, cfg)
@@ -249,7 +249,7 @@ def test_the_sweep_rows_gate_against_the_frozen_encoder(tiny_bert_dir, tmp_path)
 
     enc = load_encoder(tiny_bert_dir)
     rows = "ft_hybrid_risk,hybrid_risk"
-    quick = dict(eval__variants=rows, eval__smoothing_benchmark=False, tune__batch=16)
+    quick = dict(eval__variants=rows, eval__smoothing_benchmark=False, tune__batch_size=16)
     frozen = run_benchmark(tiny_config(tmp_path / "a", **quick, tune__lr=0.0, tune__epochs=1),
                            workdir=tmp_path / "a" / "out", bench=tiny_benchmark(), encoder=enc)
     t = frozen["tuned_encoder"]

@@ -33,10 +33,10 @@ ALIAS = ("agenda billing forecast codebase paper archive airline cooking songs a
 FILL = ("please", "could you", "now", "quickly", "for me", "today")
 # batch 128: one step per epoch on the 160 training requests and on all 200, so the retrain on every request
 # reuses the compiled train step (the file stays fast); lr 1e-2 over 100 steps suits the tiny random BERT
-TUNE = dataclasses.replace(FIT_TUNE_CONFIG, layers=1, epochs=100, batch=128, lr=1e-2)
+TUNE = dataclasses.replace(FIT_TUNE_CONFIG, layers=1, epochs=100, batch_size=128, lr=1e-2)
 FIT = FitConfig(seeds=(0,), epochs=1, tune_encoder=TUNE)
 CLI_TUNE = ("--seeds", "0", "--epochs", "1", "--tune-encoder", "--tune-layers", "1", "--tune-epochs", "100",
-            "--tune-set", "batch=128", "--tune-set", "lr=1e-2")
+            "--tune-set", "batch_size=128", "--tune-set", "lr=1e-2")
 
 
 def _write_world(root, encoder_dir) -> dict:
@@ -177,7 +177,7 @@ def test_cli_fit_keeps_the_zero_shot_ranker_when_tuning_does_not_win(world, tune
     (("--tune-encoder", "--tune-set", "lr=fast"), "lr takes a float"),
     (("--tune-encoder", "--tune-layers", "1", "--tune-set", "layers=2"), "disagree"),
     (("--tune-encoder",), "has 2 transformer layers"),  # the default 3 layers: more than the tiny BERT has
-    (("--tune-encoder", "--tune-layers", "1", "--tune-set", "hard_pool=0"), "hard_negatives <= hard_pool"),
+    (("--tune-encoder", "--tune-layers", "1", "--tune-set", "hard_pool=0"), "negatives <= hard_pool"),
 ])
 def test_bad_tuning_options_are_one_error_line(world, args, message):
     res = cli_invoker(world["cache"])("fit", world["tools"], "--queries", str(world["root"] / "agree.jsonl"),

@@ -57,7 +57,7 @@ def test_config_validation():
     with pytest.raises(ValueError):
         TrainConfig(rel_features="bilinear")
     with pytest.raises(ValueError):
-        TrainConfig(negatives="random")
+        TrainConfig(negative_sampling="random")
     assert TrainConfig(lambdas=[0, 0.1]).lambdas == (0.0, 0.1)
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
 
@@ -81,7 +81,7 @@ def _best_non_gold_sets(sims, gsets, n):
 @pytest.mark.parametrize("negatives", ["uniform", "hard"])
 def test_triplets_follow_spec(negatives):
     tools, queries, gold, _, fold_mask = DATA
-    cfg = TrainConfig(negatives=negatives, hard_pool=10)
+    cfg = TrainConfig(negative_sampling=negatives, hard_pool=10)
     tr = build_triplets(gold, fold_mask, 42, 1, N_TOOLS, cfg, query_emb=queries, tool_emb=tools)
     gsets = _gold_sets(gold)
     q = np.concatenate([tr["q"], tr["hold_q"]])
@@ -111,7 +111,7 @@ def test_uniform_negatives_are_uniform():
     # one query, gold {0, 3}, pool of 6: each of the 4 other tools equally likely
     gold = np.array([[3, 0]], np.int32)
     fm = np.ones((1, 1), bool)
-    cfg = TrainConfig(n_neg=2000, holdout=0.0)
+    cfg = TrainConfig(negatives=2000, heldout_fraction=0.0)
     tr = build_triplets(gold, fm, 5, 0, 6, cfg)
     counts = np.bincount(tr["neg"], minlength=6)
     assert counts[0] == counts[3] == 0
@@ -197,7 +197,7 @@ def test_lambda_run_from_plain_equals_training_every_lambda():
 
 
 def test_interact_head_with_hard_negatives_trains():
-    cfg = TrainConfig(epochs=3, batch_size=16, hidden=16, rel_features="interact", negatives="hard", hard_pool=10)
+    cfg = TrainConfig(epochs=3, batch_size=16, hidden=16, rel_features="interact", negative_sampling="hard", hard_pool=10)
     res = train_models(*DATA, cfg, TrainRun((1,), progress=True))  # also exercises the tqdm bar
     assert res.params["rel"]["W1"].shape == (2, 4 * DIM + 1, 16)
     assert np.all(res.train_loss[:, -1] < res.train_loss[:, 0])
@@ -239,7 +239,7 @@ def test_sharded_over_four_host_devices_matches_one_device():
 
 def test_mixed_negatives_two_hard_three_uniform():
     tools, queries, gold, _, fold_mask = DATA
-    cfg = TrainConfig(negatives="mixed", hard_pool=10, hard_per_positive=2)
+    cfg = TrainConfig(negative_sampling="mixed", hard_pool=10, hard_per_positive=2)
     tr = build_triplets(gold, fold_mask, 42, 1, N_TOOLS, cfg, query_emb=queries, tool_emb=tools)
     gsets = _gold_sets(gold)
     q = np.concatenate([tr["q"], tr["hold_q"]])
@@ -255,4 +255,4 @@ def test_mixed_negatives_two_hard_three_uniform():
     # ... and the 3 uniform ones spread over the pool: far fewer than all negatives are hard
     assert in_top.mean() < 0.8
     with pytest.raises(ValueError, match="hard_per_positive"):
-        TrainConfig(negatives="mixed", hard_per_positive=6)
+        TrainConfig(negative_sampling="mixed", hard_per_positive=6)

@@ -54,7 +54,7 @@ def test_dual_heads_one_model_per_group_equal_one_group():
 
 def test_reranker_one_model_per_group_equals_one_group_and_scores_heldout_queries_only():
     qe, t, bm25, gold = _synthetic_registry()
-    cfg = rerank.RerankConfig(rank=8, steps=40, eval_every=10, n_candidates=20)
+    cfg = rerank.RerankConfig(low_rank=8, steps=40, eval_every=10, negatives=20)
     fold_mask = np.zeros((2, qe.shape[0]), bool)
     fold_mask[0, :80], fold_mask[1, 40:] = True, True
     one = rerank.train_rerankers(qe, t, bm25, gold, fold_mask, (1, 2), cfg, memory_budget=1)  # 1 query per block

@@ -176,10 +176,10 @@ def _train_config(benchmark: str, flags: dict, sets):
                    "Leaf train.rel_features (default: concat, the paper's).")
 @click.option("--negatives", type=click.Choice(["uniform", "hard", "mixed"]), default=None,
               help="Beyond the paper: 'hard' draws every negative from the frozen encoder's top-50; 'mixed' draws "
-                   "2 of the 5 there and 3 uniformly. Leaf train.negatives (default: uniform, the paper's).")
+                   "2 of the 5 there and 3 uniformly. Leaf train.negative_sampling (default: uniform, the paper's).")
 @click.option("--epochs", type=int, default=None, help="Leaf train.epochs (default: the tree's, see --show-config).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", callback=_train_sets,
-              help="Set any leaf of train.* of the config tree, after the flags: --set train.n_neg=10.")
+              help="Set any leaf of train.* of the config tree, after the flags: --set train.negatives=10.")
 @click.option("--show-config", is_flag=True, help="Print the resolved train.* leaves as JSON and exit.")
 @memory_budget_option
 def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda_aware, lambdas, rel_features,
@@ -193,12 +193,12 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     from pathlib import Path
 
     cfg = _train_config(benchmark, {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
-                                    "train.rel_features": rel_features, "train.negatives": negatives,
+                                    "train.rel_features": rel_features, "train.negative_sampling": negatives,
                                     "train.epochs": epochs}, sets)
     if show_config:
         click.echo(json.dumps(dataclasses.asdict(cfg), indent=1))
         return
-    lambda_aware, rel_features, negatives = cfg.lambda_aware, cfg.rel_features, cfg.negatives
+    lambda_aware, rel_features, negatives = cfg.lambda_aware, cfg.rel_features, cfg.negative_sampling
 
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache

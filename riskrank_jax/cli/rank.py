@@ -182,7 +182,7 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
 @click.option("--tune-epochs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Epochs over the training requests when tuning (default 4; with --tune-encoder).")
 @click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
-              help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch=64: the fields "
+              help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch_size=64: the fields "
                    "of riskrank_jax.model.encoder_tune.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")
 @trust_annotations_option
 @risk_head_option

@@ -80,7 +80,7 @@ def choose_budget_lambdas(family, bench, emb, fs, runs, seeds) -> dict:
     """{B: (λ per model [M], held-out mean RVR@5 at that λ per model [M])} on each model's held-out queries."""
     rel = _training_relevance(family, bench, emb, fs, runs, len(seeds))
     held = runs["rerank"].heldout_mask if "rerank" in runs else rerank.heldout_masks(
-        bench.train_fold_mask, seeds, rerank.RerankConfig().holdout)[1]
+        bench.train_fold_mask, seeds, rerank.RerankConfig().heldout_fraction)[1]
     risk = np.asarray(runs["risk_only"])  # [S, N]
     n_folds = bench.n_folds
     rows = [np.flatnonzero(h) for h in held]  # each model's held-out queries, padded to one length below

@@ -116,7 +116,7 @@ class SweepConfig:
     tune: TuneConfig = field(default_factory=TuneConfig)
     cross_encoder: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
-    rank: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter (``rank.rule_filter``)
+    rule_filter: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter's caps (``rank.rule_filter``)
     eval: EvalConfig = field(default_factory=EvalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     mcp: McpConfig = field(default_factory=McpConfig)  # the LiveMCPBench sweep only

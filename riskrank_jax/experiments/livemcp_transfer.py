@@ -157,7 +157,7 @@ def source_cross_encoder_scores(cfg, encoder, cache, ckpt_root: Path, query_text
         info_file.write_text(json.dumps(info, indent=1) + "\n")
     t1 = time.perf_counter()
     scores = np.asarray(ce_scores_for(tuned, list(query_texts), list(tool_texts), cand,
-                                      batch_size=config.score_batch), np.float32)
+                                      batch_size=config.score_batch_size), np.float32)
     seconds = round(time.perf_counter() - t1, 1)
     np.savez(scores_file, scores=scores, seconds=np.float32(seconds))
     return scores, {**info, "dir": str(out), "scored_s": seconds}

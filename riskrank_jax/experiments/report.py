@@ -187,7 +187,7 @@ def _tuned_section(res: dict) -> list[str]:
     c = tuned["config"]
     return ["\n## Tuned encoder (beyond the paper)\n",
             f"The top {c['layers']} layers of the encoder fine-tuned per seed x fold ({c['epochs']} epochs, batch "
-            f"{c['batch']}, {c['hard_negatives']} hard negative(s) per query, lr {c['lr']:g}); the gate γ mixes the "
+            f"{c['batch_size']}, {c['negatives']} hard negative(s) per query, lr {c['lr']:g}); the gate γ mixes the "
             "tuned hybrid into the frozen one, chosen on each model's held-out training queries "
             f"({c['heldout_fraction']:.0%}); γ = 0 keeps the frozen encoder. Kept tuned: {tuned['kept_tuned']} of "
             f"{tuned['of']} models. Method: docs/beyond.md.\n\n",

@@ -145,7 +145,7 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
     evaluation's intermediates stay within ``cfg.runtime.memory_budget`` bytes (results do not depend on it)."""
     ev_cfg, memory_budget = cfg.eval, cfg.runtime.memory_budget
     settings = EvalSettings(tuple(ev_cfg.lambdas), ev_cfg.main_lambda, float(ev_cfg.alpha), ev_cfg.k,
-                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rank)
+                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rule_filter)
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
     if "tuned" in runs:

@@ -48,7 +48,7 @@ TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
     TrainingRun("lambda_aware", "lambda-aware (seeds x folds x lambdas)",
                 lambda cfg, n: replace(cfg.train, lambda_aware=True, lambdas=tuple(cfg.eval.lambdas))),
     TrainingRun("core_plus", "core_plus (interact head + 2 hard / 3 uniform negatives)",
-                lambda cfg, n: replace(cfg.train, rel_features="interact", negatives="mixed",
+                lambda cfg, n: replace(cfg.train, rel_features="interact", negative_sampling="mixed",
                                        hard_pool=min(cfg.train.hard_pool, n // 2))),
     TrainingRun("risk_only", "zero-shot risk heads", lambda cfg, n: cfg.risk_head),
     TrainingRun("rerank", "correction reranker (seeds x folds)", lambda cfg, n: cfg.rerank),

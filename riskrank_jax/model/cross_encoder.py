@@ -68,20 +68,20 @@ class CrossEncoderConfig:
 
     Seeds: the ``seed`` of ``train_cross_encoder`` draws the held-out split (unless ``heldout_seed`` fixes it,
     so several training seeds share one split), the epochs' query order, the sampled gold and (with
-    ``negative_pool``) the negatives. The new head of ``init_from_encoder`` has its own fixed seed."""
+    ``hard_pool``) the negatives. The new head of ``init_from_encoder`` has its own fixed seed."""
 
     top: int = 20  # candidates reranked (the first stage's best)
     max_tokens: int = 128  # pair length cap, truncation longest-first
     epochs: int = 1
-    batch: int = 8  # queries per step
+    batch_size: int = 8  # queries per step
     negatives: int = 4  # hard negatives per query and step
-    negative_pool: int | None = None  # sample negatives from this many best non-gold (None: the best `negatives`)
+    hard_pool: int | None = None  # sample negatives from this many best non-gold (None: the best `negatives`)
     lr: float = 2e-5  # Adam
     heldout_fraction: float = 0.2
     heldout_seed: int | None = None  # None: the training seed
     gates: tuple[float, ...] = GATES
     checkpoint_every: int = 50  # steps between orbax checkpoints (and one at the end)
-    score_batch: int = 64  # pairs per scoring batch
+    score_batch_size: int = 64  # pairs per scoring batch
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -13,7 +13,7 @@ exactly the first stage, is kept unless the cross-encoder helps on queries it wa
 
 Training (``train_cross_encoder``): listwise softmax cross-entropy per query over its positives (its gold
 tools among the candidates ∪ one gold sampled per epoch) and ``negatives`` hard negatives (by default the
-first stage's best non-gold tools, ``model.negatives.best_non_gold``; ``negative_pool`` > ``negatives`` samples
+first stage's best non-gold tools, ``model.negatives.best_non_gold``; ``hard_pool`` > ``negatives`` samples
 them from that many), Adam, no dropout (the model's own compiled step, ``CrossEncoder.train_step``); the whole schedule is drawn from the seed
 up front, so a run is deterministic and a killed run resumes bit-identically from its last orbax checkpoint
 (``model.checkpoints.RunStore``, which counts steps here); a finished run is reused without training.
@@ -109,18 +109,18 @@ def ce_scores_for(ce: CrossEncoder, query_texts: Sequence[str], tool_texts: Sequ
 
 def training_plan(gold, cand, hard, train_rows, seed: int, config: CrossEncoderConfig) -> dict[str, np.ndarray]:
     """Every step's lists, drawn from the seed up front: {"queries": int32 [S, B] (-1 pad), "tools": int32
-    [S, B, W] (-1 pad), "positive": bool [S, B, W]} with W = G + negatives, B = config.batch.
+    [S, B, W] (-1 pad), "positive": bool [S, B, W]} with W = G + negatives, B = config.batch_size.
 
     Per epoch the training queries that have gold are shuffled and split into steps of B; a query's list is its
     positives (its gold among cand [Q, C] ∪ one gold sampled per epoch), then its negatives from hard int [Q, P]
     (the first stage's best non-gold tools, ``model.negatives.best_non_gold``): the best ``negatives``, or
-    ``negatives`` drawn from the best ``negative_pool`` when larger."""
+    ``negatives`` drawn from the best ``hard_pool`` when larger."""
     gold, cand, hard = np.asarray(gold), np.asarray(cand), np.asarray(hard)
     rows = [int(q) for q in train_rows if (gold[q] >= 0).any()]
     if not rows:
         raise RiskRankError("train_cross_encoder: no training query has a gold tool")
-    b, n_neg = config.batch, config.negatives
-    pool = max(n_neg, config.negative_pool or n_neg)
+    b, n_neg = config.batch_size, config.negatives
+    pool = max(n_neg, config.hard_pool or n_neg)
     width, per_epoch = gold.shape[1] + n_neg, -(-len(rows) // b)
     tools = np.full((config.epochs * per_epoch, b, width), -1, np.int32)
     positive = np.zeros(tools.shape, bool)
@@ -196,7 +196,7 @@ def _fit(ce: CrossEncoder, plan, texts, config, store: RunStore | None, progress
     bar = progress_bar(range(start, n_steps), enabled=progress, total=n_steps, initial=start,
                        desc="cross-encoder training", unit="step")
     for s in bar:
-        batch = step_batch(ce, plan["tools"][s], plan["positive"][s], plan["queries"][s], *texts, config.batch)
+        batch = step_batch(ce, plan["tools"][s], plan["positive"][s], plan["queries"][s], *texts, config.batch_size)
         params, opt_state, loss = step(params, opt_state, *batch)
         losses[s] = float(loss)
         bar.set_postfix(loss=f"{losses[s]:.4f}")
@@ -230,7 +230,7 @@ def train_cross_encoder(ce: CrossEncoder, query_texts: Sequence[str], gold, tool
     cand = candidates(first, config.top)
     split_seed = seed if config.heldout_seed is None else config.heldout_seed
     train_rows, held_rows = heldout_split(np.arange(len(query_texts)), config.heldout_fraction, split_seed)
-    hard = np.asarray(best_non_gold(first, gold, max(config.negatives, config.negative_pool or config.negatives)))
+    hard = np.asarray(best_non_gold(first, gold, max(config.negatives, config.hard_pool or config.negatives)))
     plan = training_plan(gold, cand, hard, train_rows, seed, config)
     store = None
     if checkpoint_dir is not None:
@@ -241,7 +241,7 @@ def train_cross_encoder(ce: CrossEncoder, query_texts: Sequence[str], gold, tool
     tuned = ce.with_params(params)
     held_cand = cand[held_rows]
     held_ce = ce_scores_for(tuned, [query_texts[q] for q in held_rows], tool_texts, held_cand,
-                            batch_size=config.score_batch, progress=progress)
+                            batch_size=config.score_batch_size, progress=progress)
     table = gate_table(first[held_rows], held_cand, held_ce, gold[held_rows], sorted(config.gates))
     report = {"gate": choose_gate(table), "heldout_ndcg@5_by_gate": table, "steps": int(plan["tools"].shape[0]),
               "steps_run": int(ran), "resumed_from": int(start), "seconds": seconds,

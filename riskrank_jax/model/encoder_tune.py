@@ -7,7 +7,7 @@
     save_tuned_encoder(encoder, tuned, "my_ranker/encoder")               # a Hugging Face BERT directory
 
 Loss: an in-batch softmax over cosine / τ — each query against its sampled gold tool, the other queries' gold
-tools and ``hard_negatives`` hard negatives per query from the first stage's best non-gold tools; a query's other
+tools and ``negatives`` hard negatives per query from the first stage's best non-gold tools; a query's other
 gold tools are masked out of its softmax. Optimiser: AdamW with a linear warm-up and decay, gradients clipped
 to norm 1. Deterministic for a seed: the whole batch schedule is drawn up front from the seed, so a run resumed
 from its orbax checkpoint (every ``checkpoint_every`` steps) takes the same steps as one that never stopped.
@@ -46,16 +46,16 @@ from riskrank_jax.runtime.progress import progress_bar
 @dataclass(frozen=True)
 class TuneConfig:
     """layers: top transformer layers trained (the rest frozen); epochs over the training queries (the most: with
-    an ``evaluate`` hook, ``tune_encoder`` keeps the best epoch's layers); batch: queries
-    per step; hard_negatives per query, drawn from the first stage's ``hard_pool`` best non-gold tools; lr: AdamW's
+    an ``evaluate`` hook, ``tune_encoder`` keeps the best epoch's layers); batch_size: queries
+    per step; negatives: hard negatives per query, drawn from the first stage's ``hard_pool`` best non-gold tools; lr: AdamW's
     peak learning rate (warm-up over ``warmup`` of the steps, then linear decay to 0); temperature τ of the
     softmax over cosines; max_query_tokens / max_tool_tokens: training view of a text (its first tokens; the
     final embeddings always use every token); heldout_fraction: training queries kept out to choose the gate."""
 
     layers: int = 2
     epochs: int = 4
-    batch: int = 32
-    hard_negatives: int = 1
+    batch_size: int = 32
+    negatives: int = 1
     hard_pool: int = 10
     lr: float = 2e-4
     weight_decay: float = 0.01
@@ -170,7 +170,7 @@ def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list
     query's first-stage best non-gold tools. The last partial batch of an epoch is dropped when one is full."""
     rng = np.random.default_rng(seed)
     train_idx = np.asarray(train_idx, np.int64)
-    bq = min(int(config.batch), train_idx.size)
+    bq = min(int(config.batch_size), train_idx.size)
     steps = []
     for _ in range(int(config.epochs)):
         order = rng.permutation(train_idx)
@@ -178,7 +178,7 @@ def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list
             qs = order[s:s + bq]
             pos = np.array([rng.choice(gold[q][gold[q] >= 0]) for q in qs], np.int64)
             pool = hard[qs, :max(1, min(config.hard_pool, hard.shape[1]))]
-            neg = np.stack([rng.choice(row, size=config.hard_negatives, replace=False) for row in pool])
+            neg = np.stack([rng.choice(row, size=config.negatives, replace=False) for row in pool])
             steps.append((qs, np.concatenate([pos, neg.reshape(-1)])))
     return steps
 

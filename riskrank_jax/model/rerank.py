@@ -11,7 +11,7 @@ never saw. This reranker only sees features that mean the same thing for any too
 term learns how query wording maps to tool wording, which transfers to unseen tools because it acts on
 embeddings, not on tool identities. Training: listwise softmax cross-entropy of every gold tool against
 the hybrid first stage's
-best ``n_candidates`` non-gold tools (hard negatives; the features already separate easy ones), full-batch Adam, with the parameters
+best ``negatives`` non-gold tools (hard negatives; the features already separate easy ones), full-batch Adam, with the parameters
 of the best held-out NDCG@5 kept. The gate γ ∈ ``gates`` is then chosen on the held-out training queries
 (ties go to the smaller γ), so on those queries the reranker never does worse than its first stage
 (γ = 0 is the first stage itself). λ is in per-query standard deviations of the relevance score.
@@ -48,13 +48,13 @@ N_FEATURES = 4
 class RerankConfig:
     """Hyper-parameters of the correction reranker."""
 
-    rank: int = 32
+    low_rank: int = 32  # r of the bilinear factors U, V (d × r)
     lr: float = 3e-3
     steps: int = 300
     eval_every: int = 10
     l2: float = 1e-4
-    holdout: float = 0.1
-    n_candidates: int = 200  # training negatives per query: the hybrid's best non-gold tools
+    heldout_fraction: float = 0.1
+    negatives: int = 200  # training negatives per query: the hybrid's best non-gold tools
     gates: tuple[float, ...] = GATES
 
     def to_dict(self) -> dict:
@@ -90,11 +90,11 @@ def gated_scores(params, weight, gate, q_emb, t_emb, feats):
     return (1.0 - gate) * zscore(hybrid) + gate * zscore(correction_scores(params, q_emb, t_emb, feats))
 
 
-def training_candidates(feats, gold, weight, n_candidates: int):
-    """Per training query: its gold tools, then the ``n_candidates`` best non-gold tools of the hybrid first
+def training_candidates(feats, gold, weight, negatives: int):
+    """Per training query: its gold tools, then the ``negatives`` best non-gold tools of the hybrid first
     stage (``model.negatives.best_non_gold``). int32 [Q, G + C]; padded gold slots are -1."""
     hybrid = weight * feats[..., 0] + (1.0 - weight) * feats[..., 1]
-    top = best_non_gold(hybrid, gold, min(n_candidates, hybrid.shape[-1]))
+    top = best_non_gold(hybrid, gold, negatives)
     return jnp.concatenate([gold, top], axis=-1).astype(jnp.int32)
 
 
@@ -163,11 +163,11 @@ def _train_one(key, weight, train_rows, train_valid, held_rows, held_valid, q_em
     The loss sees only the model's training queries (``train_rows``, ``train_valid``: padded ids, see
     ``heldout_rows``), so a step's [R, N] products cover R of the Q queries. The held-out NDCG@5 is computed on
     the held-out queries only (``held_rows``, ``held_valid``), ``q_chunk`` of them at a time."""
-    params = init_params(key, q_emb.shape[1], weight, config.rank)
+    params = init_params(key, q_emb.shape[1], weight, config.low_rank)
     opt = optax.adam(config.lr)
     grad = jax.grad(_loss)
     train_feats = feats[train_rows]
-    cand = training_candidates(train_feats, gold[train_rows], weight, config.n_candidates)
+    cand = training_candidates(train_feats, gold[train_rows], weight, config.negatives)
     f_cand = candidate_features(train_feats, cand)
     train_q = q_emb[train_rows]
 
@@ -211,14 +211,14 @@ class RerankModels:
     config: RerankConfig
 
 
-def heldout_masks(fold_mask, seeds, holdout: float) -> tuple[np.ndarray, np.ndarray]:
+def heldout_masks(fold_mask, seeds, heldout_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """Per model (seed-major, fold-minor): (train mask, held-out mask), bool [M, Q]: ``model.heldout.heldout_split``
     of each fold's training queries on (seed, fold)."""
     fold_mask = np.asarray(fold_mask, bool)
     train, held = [], []
     for seed in seeds:
         for f in range(fold_mask.shape[0]):
-            t_ids, h_ids = heldout_split(fold_mask[f], holdout, seed, f)
+            t_ids, h_ids = heldout_split(fold_mask[f], heldout_fraction, seed, f)
             for ids, out in ((t_ids, train), (h_ids, held)):
                 m = np.zeros(fold_mask.shape[1], bool)
                 m[ids] = True
@@ -247,9 +247,9 @@ def plan_memory(n_queries: int, n_tools: int, n_gold: int, n_held: int, dim: int
     features [R, N, 4] and the first stage's [R, N] candidate search, the [N, r] / [R, r] factors and gradients,
     and one held-out scoring block of C queries x N tools for every gate. C is every held-out query unless one
     model would then exceed ``budget`` (halved until it fits, or 1)."""
-    k = n_gold + min(config.n_candidates, n_tools)
-    fixed = n_queries * k * (40 + 12 * config.rank) + 36 * n_queries * n_tools \
-        + 12 * config.rank * (n_tools + n_queries + 2 * dim)
+    k = n_gold + min(config.negatives, n_tools)
+    fixed = n_queries * k * (40 + 12 * config.low_rank) + 36 * n_queries * n_tools \
+        + 12 * config.low_rank * (n_tools + n_queries + 2 * dim)
     per_row = 40 * n_tools * len(config.gates)
     chunk = halved_to_fit(n_held, per_row, budget, fixed)
     return fixed + chunk * per_row, chunk
@@ -271,7 +271,7 @@ def train_rerankers(q_emb, t_emb, bm25, gold, fold_mask, seeds, config: RerankCo
     if fold_weight is None:
         fold_weight = choose_weights(q_emb @ t_emb.T, bm25, gold, fold_mask)
     fold_weight = np.asarray(fold_weight, np.float32)
-    train_mask, held_mask = heldout_masks(fold_mask, seeds, config.holdout)
+    train_mask, held_mask = heldout_masks(fold_mask, seeds, config.heldout_fraction)
     rows, valid = heldout_rows(held_mask)
     t_rows, t_valid = heldout_rows(train_mask)
     n_folds = fold_mask.shape[0]

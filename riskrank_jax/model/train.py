@@ -10,11 +10,11 @@ Usage::
     p = res.model_params(m)                               # model m = s * F + f (× L + l when λ-aware)
 
 What one model does (docs/method.md §3):
-  * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``n_neg``
+  * triplets: for each training query q (``fold_mask[f, q]``) and each gold tool g of q, ``negatives``
     negatives drawn uniformly from the pool minus q's gold set ("uniform"), or from the frozen
     encoder's top-``hard_pool`` tools for q minus the gold set ("hard", beyond the paper), or
     ``hard_per_positive`` hard and the rest uniform ("mixed", beyond the paper);
-  * ``holdout`` of the triplets (a seeded random subset, ``model.heldout.random_first``) is held out;
+  * ``heldout_fraction`` of the triplets (a seeded random subset, ``model.heldout.random_first``) is held out;
   * loss L = mean max(0, margin − (f_rel(q,pos) − f_rel(q,neg))) + μ · MSE(f_risk, (r − 1)/4), the MSE over
     both the positive and the negative tool of each triplet. λ-aware variant: f_rel is replaced by
     s = f_rel − λ·f_risk inside the margin term;
@@ -28,7 +28,7 @@ order of epoch e fold_in(fold_in(fold_in(key, 3), fold), e). So a model's run de
 (seed, fold, λ), never on which other models share the program.
 
 Vectorisation: models hold different numbers of triplets (folds differ), so each model's triplets
-live in one fixed-size array of Q·G·n_neg slots with a role per slot (invalid / train / held out).
+live in one fixed-size array of Q·G·negatives slots with a role per slot (invalid / train / held out).
 Each epoch a model sorts its own shuffled train slots to the front; the scan runs
 ceil(max_m n_train / batch) steps, the last partial batch is masked, and a step with no valid row
 leaves parameters and optimiser state untouched (``jnp.where``), so a model's result is the same as
@@ -63,7 +63,7 @@ from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise, level_to_score, penalise
 
-NEGATIVES = ("uniform", "hard", "mixed")
+NEGATIVE_SAMPLING = ("uniform", "hard", "mixed")
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,14 @@ class TrainConfig:
     lr: float = 1e-3
     batch_size: int = 64
     epochs: int = 10
-    n_neg: int = 5
+    negatives: int = 5  # per (query, gold tool)
     margin: float = 0.1
     mu: float = 0.5
-    holdout: float = 0.1
+    heldout_fraction: float = 0.1
     hidden: int = 64
     rel_features: str = "concat"  # "concat" (paper) | "interact" (beyond the paper)
-    negatives: str = "uniform"  # "uniform" (paper) | "hard" | "mixed" (beyond the paper)
-    hard_per_positive: int = 2  # "mixed": this many of the n_neg negatives are hard, the rest uniform
+    negative_sampling: str = "uniform"  # "uniform" (paper) | "hard" | "mixed" (beyond the paper)
+    hard_per_positive: int = 2  # "mixed": this many of the negatives are hard, the rest uniform
     hard_pool: int = 50
     lambda_aware: bool = False
     lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
@@ -89,15 +89,15 @@ class TrainConfig:
         object.__setattr__(self, "lambdas", tuple(float(x) for x in self.lambdas))
         if self.rel_features not in heads.REL_FEATURES:
             raise ValueError(f"rel_features must be one of {heads.REL_FEATURES}, got {self.rel_features!r}")
-        if self.negatives not in NEGATIVES:
-            raise ValueError(f"negatives must be one of {NEGATIVES}, got {self.negatives!r}")
-        if not 0 <= self.hard_per_positive <= self.n_neg:
-            raise ValueError(f"hard_per_positive must be in 0..n_neg, got {self.hard_per_positive}")
-        for name in ("batch_size", "epochs", "n_neg", "hidden", "hard_pool"):
+        if self.negative_sampling not in NEGATIVE_SAMPLING:
+            raise ValueError(f"negative_sampling must be one of {NEGATIVE_SAMPLING}, got {self.negative_sampling!r}")
+        if not 0 <= self.hard_per_positive <= self.negatives:
+            raise ValueError(f"hard_per_positive must be in 0..negatives, got {self.hard_per_positive}")
+        for name in ("batch_size", "epochs", "negatives", "hidden", "hard_pool"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.holdout < 1.0:
-            raise ValueError(f"holdout must be in [0, 1), got {self.holdout}")
+        if not 0.0 <= self.heldout_fraction < 1.0:
+            raise ValueError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
         if self.lambda_aware and not self.lambdas:
             raise ValueError("lambda_aware needs at least one lambda")
 
@@ -108,7 +108,12 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """The config a run recorded; CacheError naming the unknown keys of a run written with other names."""
         d = dict(d)
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise CacheError(f"a training run recorded the unknown setting(s) {unknown} (written by an earlier "
+                             "version with other names): train again, or delete that checkpoint directory")
         d["lambdas"] = tuple(d.get("lambdas", ()))
         return cls(**d)
 
@@ -212,10 +217,10 @@ def _keys(seed, fold):
 
 
 def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_max: int):
-    """One model's triplet slots. Slot t = (q·G + g)·n_neg + j holds (q, gold[q, g], negative j)."""
+    """One model's triplet slots. Slot t = (q·G + g)·negatives + j holds (q, gold[q, g], negative j)."""
     gold = shared["gold"]
     n_q, g_width = gold.shape
-    k = config.n_neg
+    k = config.negatives
     n_slots = n_q * g_width * k
     keys = _keys(seed, fold)
     q_idx = jnp.repeat(jnp.arange(n_q, dtype=jnp.int32), g_width * k)
@@ -224,16 +229,16 @@ def _build_triplets(seed, fold, n_hold, shared, *, config: TrainConfig, n_hold_m
     # 32 random bits per slot, reduced modulo the number of allowed tools (bias <= N / 2**32).
     # Drawn 1-D and reshaped: a 2-D draw under vmap compiles several times slower on CPU.
     bits = jax.random.bits(keys["neg"], (n_slots,), jnp.uint32).reshape(n_q, g_width * k)
-    if config.negatives in ("uniform", "mixed"):
+    if config.negative_sampling in ("uniform", "mixed"):
         # x ~ U{0 .. N − |gold_q| − 1}, then skip over the sorted gold ids: the x-th non-gold tool.
         x = (bits % shared["n_allowed"][:, None].astype(jnp.uint32)).astype(jnp.int32)
         for i in range(g_width):
             x = x + (x >= shared["gold_sorted"][:, i : i + 1]).astype(x.dtype)
         neg = x.reshape(-1)
-    if config.negatives in ("hard", "mixed"):
+    if config.negative_sampling in ("hard", "mixed"):
         x = (bits % shared["n_hard"][:, None].astype(jnp.uint32)).astype(jnp.int32)
         hard = jnp.take_along_axis(shared["hard_order"], x, axis=1).reshape(-1)
-        if config.negatives == "hard":
+        if config.negative_sampling == "hard":
             neg = hard
         else:  # negative j of each positive is hard for j < hard_per_positive, uniform otherwise
             neg = jnp.where(jnp.arange(n_slots) % k < config.hard_per_positive, hard, neg)
@@ -330,8 +335,8 @@ def _one_epoch(state, data, seed, fold, lam, epoch, shared, *, config: TrainConf
 
 
 @functools.lru_cache(maxsize=32)
-def _build_program(negatives: str, n_neg: int, n_hold_max: int, hard_per_positive: int):
-    cfg = TrainConfig(negatives=negatives, n_neg=n_neg, hard_per_positive=hard_per_positive)
+def _build_program(negative_sampling: str, negatives: int, n_hold_max: int, hard_per_positive: int):
+    cfg = TrainConfig(negative_sampling=negative_sampling, negatives=negatives, hard_per_positive=hard_per_positive)
     fn = functools.partial(_build_triplets, config=cfg, n_hold_max=n_hold_max)
     return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, None)))
 
@@ -355,7 +360,7 @@ def _programs(config: TrainConfig, steps: int, n_hold_max: int, dim: int):
     only in ``epochs``, ``lambdas`` or unrelated fields compile once."""
     epoch_cfg = dataclasses.replace(config, epochs=1, lambdas=(0.0,), hard_pool=1)
     return (
-        _build_program(config.negatives, config.n_neg, n_hold_max, config.hard_per_positive),
+        _build_program(config.negative_sampling, config.negatives, n_hold_max, config.hard_per_positive),
         _init_program(config.hidden, config.rel_features, dim),
         _epoch_program(epoch_cfg, steps, jax.default_backend(), jax.device_count()),
     )
@@ -461,7 +466,7 @@ def _shared_for_run(gold_in, fold_mask, query_emb, tool_emb, config: TrainConfig
     shared, n_gold = _shared_inputs(gold_in, fold_mask, n_tools)
     if np.any(shared["n_allowed"] < 1):
         raise ValueError("a query's gold set covers the whole pool: no negative can be drawn")
-    if config.negatives in ("hard", "mixed"):
+    if config.negative_sampling in ("hard", "mixed"):
         if config.hard_pool > n_tools:
             raise ValueError(f"hard_pool={config.hard_pool} exceeds the pool size {n_tools}")
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
@@ -474,8 +479,8 @@ def _model_counts(index, n_gold, fold_mask, config: TrainConfig):
     """Per-model triplet counts on the host, which fix the static shapes.
 
     Returns (n_valid int [M], n_hold int32 [M], steps per epoch, held-out width)."""
-    n_valid = np.array([config.n_neg * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
-    n_hold = np.array([n_held(int(v), config.holdout, at_least=0) for v in n_valid], np.int32)
+    n_valid = np.array([config.negatives * int(n_gold[fold_mask[ix["fold"]]].sum()) for ix in index])
+    n_hold = np.array([n_held(int(v), config.heldout_fraction, at_least=0) for v in n_valid], np.int32)
     n_train = n_valid - n_hold
     if np.any(n_train < 1):
         raise ValueError("some model has no training triplets (empty fold or no gold tools)")
@@ -550,7 +555,7 @@ def _prepare_run(tool_emb, query_emb, gold_in, risk, fold_mask, index, config: T
     shared = put_r(shared)
     emb = put_r({"tool_emb": tool_emb, "query_emb": query_emb, "target": level_to_score(risk)})
     build, init, epoch_fn = _programs(config, steps, n_hold_max, dim)
-    per_model = model_bytes(config, dim, config.n_neg * gold_in.shape[0] * gold_in.shape[1], n_hold_max)
+    per_model = model_bytes(config, dim, config.negatives * gold_in.shape[0] * gold_in.shape[1], n_hold_max)
     groups = []
     for ix, n in plan_groups(n_models, per_model, memory_budget, jax.device_count()):
         seed = put_m(np.array([index[i]["seed"] for i in ix], np.int32))
@@ -715,17 +720,17 @@ def build_triplets(gold, fold_mask, seed: int, fold: int, n_tools: int, config: 
 
     Returns {"q", "pos", "neg"} for the training triplets and {"hold_q", "hold_pos", "hold_neg"} for
     the held-out ones (int32 arrays in slot order / held-out order). ``query_emb``/``tool_emb`` are
-    needed for ``negatives="hard"``.
+    needed for ``negative_sampling="hard"``.
     """
     fold_mask = np.asarray(fold_mask, bool)
     shared, n_gold = _shared_inputs(np.asarray(gold, np.int32), fold_mask, n_tools)
-    if config.negatives in ("hard", "mixed"):
+    if config.negative_sampling in ("hard", "mixed"):
         order, n_hard = hard_candidates(jnp.asarray(query_emb), jnp.asarray(tool_emb), jnp.asarray(shared["gold"]),
                                         config.hard_pool)
         shared["hard_order"], shared["n_hard"] = order, n_hard
-    n_valid = config.n_neg * int(n_gold[fold_mask[fold]].sum())
-    n_hold = n_held(n_valid, config.holdout, at_least=0)
-    program = _build_program(config.negatives, config.n_neg, max(1, n_hold), config.hard_per_positive)
+    n_valid = config.negatives * int(n_gold[fold_mask[fold]].sum())
+    n_hold = n_held(n_valid, config.heldout_fraction, at_least=0)
+    program = _build_program(config.negative_sampling, config.negatives, max(1, n_hold), config.hard_per_positive)
     one = lambda v: np.asarray([v], np.int32)  # noqa: E731  (a model axis of 1: the training program)
     d = program(one(seed), one(fold), one(n_hold), shared)
     d = jax.tree.map(lambda x: np.asarray(x)[0], d)

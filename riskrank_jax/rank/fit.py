@@ -197,14 +197,14 @@ def _check_tune(config: FitConfig, zero: Ranker, gold) -> None:
                           f"(--tune-layers) must be 1..{n_layers}, got {tune.layers}")
     if not 1 <= config.tune_seeds <= len(config.seeds):
         raise RankerError(f"tune_seeds must be 1..{len(config.seeds)} (the number of seeds), got {config.tune_seeds}")
-    if tune.epochs < 1 or tune.batch < 1 or not 0 <= tune.hard_negatives <= tune.hard_pool or tune.lr < 0:
-        raise RankerError(f"tuning needs epochs >= 1, batch >= 1, lr >= 0 and 0 <= hard_negatives <= hard_pool; got "
-                          f"epochs={tune.epochs}, batch={tune.batch}, lr={tune.lr}, hard_negatives="
-                          f"{tune.hard_negatives}, hard_pool={tune.hard_pool}")
+    if tune.epochs < 1 or tune.batch_size < 1 or not 0 <= tune.negatives <= tune.hard_pool or tune.lr < 0:
+        raise RankerError(f"tuning needs epochs >= 1, batch_size >= 1, lr >= 0 and 0 <= negatives <= hard_pool; got "
+                          f"epochs={tune.epochs}, batch_size={tune.batch_size}, lr={tune.lr}, negatives="
+                          f"{tune.negatives}, hard_pool={tune.hard_pool}")
     spare = zero.size - gold.shape[1]
-    if spare < tune.hard_negatives:
+    if spare < tune.negatives:
         raise RankerError(f"the registry has {zero.size} tools and a logged request uses up to {gold.shape[1]}; "
-                          f"tuning the encoder needs {tune.hard_negatives} other tool(s) per request as negatives")
+                          f"tuning the encoder needs {tune.negatives} other tool(s) per request as negatives")
 
 
 def _zero_fields(zero: Ranker) -> dict:
