@@ -32,7 +32,8 @@ from riskrank_jax.experiments.throughput import timeit  # noqa: E402
 from riskrank_jax.graph.smoothing import smooth_candidates, smooth_full, smooth_full_folds  # noqa: E402
 from riskrank_jax.graph.tool_graph import build_fold_graphs  # noqa: E402
 from riskrank_jax.model import heads as model
-from riskrank_jax.model.train import TrainConfig, TrainRun, train_models  # noqa: E402
+from riskrank_jax.model.train import TrainRun, train_models  # noqa: E402
+from riskrank_jax.model.train_config import TrainConfig  # noqa: E402
 from riskrank_jax.rank.rule_filter import rule_filter  # noqa: E402
 
 TOL = {"smoothing": 1e-5, "scoring": 1e-5, "training_loss": 1e-3}

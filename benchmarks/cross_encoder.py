@@ -65,7 +65,6 @@ def time_training(ce, queries, tools, steps: int) -> tuple[float, float]:
     """(compile + first step seconds, warm pairs/s) of one Adam step on 8 queries x 5 pairs."""
     import jax
     import numpy as np
-    import optax
 
     from riskrank_jax.model.cross_encoder_train import step_batch
 
@@ -73,8 +72,8 @@ def time_training(ce, queries, tools, steps: int) -> tuple[float, float]:
     positive = np.zeros((8, 5), bool)
     positive[:, 0] = True
     batch = step_batch(ce, items, positive, np.arange(8), queries, tools, 8)
-    step = ce.train_step(2e-5)
-    params, opt_state = ce.params, optax.adam(2e-5).init(ce.params)
+    opt, step = ce.train_step(2e-5)
+    params, opt_state = ce.params, opt.init(ce.params)
     t0 = time.perf_counter()
     params, opt_state, loss = step(params, opt_state, *batch)
     jax.block_until_ready(loss)

@@ -5,7 +5,7 @@ The registry and the log are written to a temporary directory (removed afterward
 repository): the ``--tools`` most-used tools of dev, test_in_domain and test_out_domain together (0: every tool
 some query uses) as an OpenAI Chat Completions tools JSON (name, description, parameters), and every query of
 those splits whose gold tools all lie among them as a JSONL log ``{"query", "tools"}``, in a fixed shuffled order
-(fit holds out every 5th line). Both fits use the CLI's defaults (seeds 42 123 777, 10 head epochs) and share one
+(fit holds out a seeded 20 %). Both fits use the CLI's defaults (FitConfig: seeds 0 1 2, 10 head epochs) and share one
 embedding cache, the plain fit first (so the tuned fit's zero-shot part is warm); ``--tune-only`` skips the
 plain fit (its zero-shot and head figures are in the tuned fit's report too).
 
@@ -109,7 +109,7 @@ def main(argv=None) -> dict:
     data = Path(args.data) if args.data else resolve_data_dir() / "seal_tools" / "Seal-Tools_Dataset"
     changes = {k: v for k, v in (("layers", args.layers), ("epochs", args.epochs), ("lr", args.lr)) if v is not None}
     tune = dataclasses.replace(FIT_TUNE_CONFIG, **changes)
-    plain = FitConfig(seeds=(42, 123, 777), epochs=10)  # the CLI's defaults
+    plain = FitConfig()  # the CLI's defaults
     result = {"machine": f"{platform.machine()}, {platform.processor() or '?'}", "tune": tune.to_dict()}
     with tempfile.TemporaryDirectory(prefix="riskrank-fit-tune-") as tmp:
         out = Path(tmp)

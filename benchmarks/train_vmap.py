@@ -74,7 +74,8 @@ def main() -> None:
     import jax
     import numpy as np
 
-    from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
+    from riskrank_jax.model.train import TrainRun, train_models
+    from riskrank_jax.model.train_config import TrainConfig
 
     data = None
     if not args.random:

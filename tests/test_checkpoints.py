@@ -12,7 +12,9 @@ import pytest
 
 from riskrank_jax.errors import CacheError
 from riskrank_jax.model.checkpoints import diff_keys, hash_arrays, read_run
-from riskrank_jax.model.train import TrainConfig, TrainRun, load_trained, train_models
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import TrainConfig
+from riskrank_jax.model.train_store import load_trained
 
 from test_train import CFG, DATA
 

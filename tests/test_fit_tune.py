@@ -74,7 +74,8 @@ def world(tmp_path_factory, tiny_bert_dir):
 def tuned(world):
     """fit --tune-encoder through the library on the alias log, saved to <root>/tuned."""
     ranker, report = fit_ranker([world["tools"]], str(world["root"] / "alias.jsonl"), encoder=world["zero"].encoder,
-                                cache=EmbeddingCache(world["cache"]), config=FIT, progress=False)
+                                cache=EmbeddingCache(world["cache"]), config=FIT, progress=False,
+                                checkpoint_dir=world["root"] / "fit-runs")
     return ranker, report, ranker.save(world["root"] / "tuned")
 
 
@@ -85,7 +86,28 @@ def tuned_encoder(tuned):
 
 
 def _held_out(world) -> list[str]:
-    return [q for i, (q, _) in enumerate(world["alias"]) if i % 5 == 4][:8]
+    from riskrank_jax.model.heldout import heldout_split
+
+    held = heldout_split(np.arange(len(world["alias"])), FIT.heldout_fraction, FIT.seeds[0])[1]
+    return [world["alias"][i][0] for i in held][:8]
+
+
+def test_a_fit_run_again_reuses_its_finished_tuning_runs_without_a_step(world, tuned, monkeypatch):
+    """The tuning runs were checkpointed under a key of their inputs: the same fit again trains no step (the
+    compiled step would raise) and returns the same tool vectors; its runs sit under one key directory."""
+    from riskrank_jax.model import encoder_tune
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("a finished tuning run was trained again")
+
+    monkeypatch.setattr(encoder_tune, "_compiled_step", lambda *a, **k: no_step)
+    again, report = fit_ranker([world["tools"]], str(world["root"] / "alias.jsonl"), encoder=world["zero"].encoder,
+                               cache=EmbeddingCache(world["cache"]), config=FIT, progress=False,
+                               checkpoint_dir=world["root"] / "fit-runs")
+    assert report["chosen"] == tuned[1]["chosen"] == "tuned-encoder"
+    np.testing.assert_array_equal(again.tool_emb, tuned[0].tool_emb)
+    (key,) = (world["root"] / "fit-runs").iterdir()
+    assert sorted(p.name for p in key.iterdir()) == ["all-seed0", "heldout-seed0"] and len(key.name) == 16
 
 
 def test_the_tuned_encoder_wins_and_is_saved_with_the_ranker(world, tuned, tuned_encoder):

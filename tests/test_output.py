@@ -16,7 +16,8 @@ import logging, sys
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 import numpy as np
 from riskrank_jax.retrieve import baselines as retrievers
-from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import TrainConfig
 s = retrievers.bm25_scores(["delete a file", "read a file", "send an email"], ["remove file", "mail"])
 assert s.shape == (2, 3) and s[0, 0] > 0
 rng = np.random.default_rng(0)

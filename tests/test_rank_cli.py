@@ -130,3 +130,21 @@ def test_readme_commands_run_as_written(cache, tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     exec(compile(code, "README.md (## Rank your own tools)", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out.startswith("1 git_delete_branch")
+
+
+def test_fit_and_rank_help_state_the_config_trees_defaults():
+    """The CLI states FitConfig's, FIT_TUNE_CONFIG's and the zero-shot RankConfig's defaults and applies them
+    (fit's --seeds and --epochs default to None and take FitConfig's)."""
+    from riskrank_jax.rank.fit import FIT_TUNE_CONFIG, FitConfig
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
+
+    fit_help = " ".join(CliRunner().invoke(cli, ["fit", "--help"]).output.split())
+    fit = FitConfig()
+    assert f"default: {' '.join(map(str, fit.seeds))}, FitConfig.seeds" in fit_help
+    assert f"default: {fit.epochs}, FitConfig.epochs" in fit_help
+    assert f"default: {FIT_TUNE_CONFIG.layers}, FIT_TUNE_CONFIG.layers" in fit_help
+    assert f"default: {FIT_TUNE_CONFIG.epochs}, FIT_TUNE_CONFIG.epochs" in fit_help
+    assert f"A seeded {fit.heldout_fraction * 100:.0f} % of the logged requests is held out" in fit_help
+    rank_help = " ".join(CliRunner().invoke(cli, ["rank", "--help"]).output.split())
+    assert f"Default {DEFAULT_REGISTRY_CONFIG.lam:g} for the zero-shot ranker" in rank_help
+    assert f"Tools per request. [default: {DEFAULT_REGISTRY_CONFIG.k}]" in rank_help

@@ -12,7 +12,8 @@ from riskrank_jax.errors import RankerError
 from riskrank_jax.experiments.evaluate import EvalSettings, SplitEvaluation, SplitInputs
 from riskrank_jax.experiments.variants import BY_NAME
 from riskrank_jax.graph.tool_graph import build_fold_graphs
-from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.rank.ranker import RankConfig, Ranker, query_bucket
 from riskrank_jax.retrieve.first_stage import dense_scores
 from riskrank_jax.scoring import is_risky, rank_order

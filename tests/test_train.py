@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from riskrank_jax.model import heads as model
-from riskrank_jax.model.train import (TrainConfig, TrainRun, build_triplets, lambda_run_from_plain, model_index,
-                                      plain_config, train_models)
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import TrainConfig, lambda_run_from_plain, model_index, plain_config
+from riskrank_jax.model.triplets import build_triplets
 
 N_TOOLS, N_Q, DIM, N_FOLDS = 60, 40, 16, 2
 CFG = TrainConfig(epochs=4, batch_size=16, hidden=16)

@@ -9,7 +9,8 @@ import pytest
 from riskrank_jax import metrics
 from riskrank_jax.model import rerank
 from riskrank_jax.model.groups import group_size, plan_groups
-from riskrank_jax.model.train import TrainConfig, TrainRun, model_bytes, train_models
+from riskrank_jax.model.train import TrainRun, model_bytes, train_models
+from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.scoring import top_order
 from tests.test_beyond import _synthetic_registry
 from tests.test_train import DATA

@@ -56,6 +56,12 @@ seeds_option = click.option(
     help="Seeds of the run, space-separated after one --seeds (--seeds 42 123 777) or one per --seeds.")
 
 
+def optional_seeds_option(help: str):
+    """``--seeds`` with no default of its own (an empty tuple when not given): the command's config supplies it."""
+    return click.option("--seeds", type=int, multiple=True, default=None, metavar="SEED...", help=help,
+                        callback=lambda ctx, param, value: _check_seeds(ctx, param, value) if value else ())
+
+
 def parse_bytes(text: str) -> int:
     """'1GiB', '512M', '2e9' -> bytes (binary units; a bare number is bytes)."""
     m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([a-zA-Z]*)\s*", str(text))
@@ -106,6 +112,6 @@ def _is_number(s: str) -> bool:
         return False
 
 
-__all__ = ["seeds_option", "cache_dir_option", "encoder_option", "risk_head_option", "trust_annotations_option",
+__all__ = ["seeds_option", "optional_seeds_option", "cache_dir_option", "encoder_option", "risk_head_option", "trust_annotations_option",
            "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
            "MULTI_VALUE_OPTIONS"]

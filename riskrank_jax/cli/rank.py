@@ -13,7 +13,7 @@ import warnings
 import click
 
 from riskrank_jax.cli.options import (cache_dir_option, encoder_option, key_value_pairs, risk_head_option,
-                                      seeds_option, trust_annotations_option)
+                                      optional_seeds_option, trust_annotations_option)
 from riskrank_jax.errors import RankerError
 
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -170,43 +170,52 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
               help='Your log: one JSON object per line, {"query": "...", "tools": ["tool_name", ...]}.')
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Where to save the ranker (then: riskrank-jax rank FILE... --model DIR).")
-@seeds_option
-@click.option("--epochs", type=click.IntRange(min=1), default=10, show_default=True)
+@optional_seeds_option("One model per seed, space-separated after one --seeds (default: 0 1 2, FitConfig.seeds).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Epochs of the heads' training (default: 10, FitConfig.epochs).")
 @click.option("--tune-encoder", is_flag=True,
               help="Also fine-tune the encoder's top layers on the log's (request, used tool) pairs, with the first "
                    "seed; kept only when it beats both the zero-shot ranker and the heads on the held-out "
                    "requests, and then saved as DIR/encoder, which `rank --model DIR` and `serve --model DIR` "
                    "embed requests with. Minutes on a CPU (a progress bar shows the steps).")
 @click.option("--tune-layers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Top transformer layers to tune (default 3; with --tune-encoder).")
+              help="Top transformer layers to tune (default: 3, FIT_TUNE_CONFIG.layers; with --tune-encoder).")
 @click.option("--tune-epochs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Epochs over the training requests when tuning (default 4; with --tune-encoder).")
+              help="Epochs over the training requests when tuning (default: 4, FIT_TUNE_CONFIG.epochs; with "
+                   "--tune-encoder).")
 @click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
               help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch_size=64: the fields "
                    "of riskrank_jax.model.encoder_tune.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where --tune-encoder keeps its checkpoints: a killed fit run again with the same inputs resumes "
+                   "where it stopped (default: fit-runs/ in the embedding cache).")
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
 @encoder_option
 def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_layers, tune_epochs, tune_set,
-                trust_annotations, risk_head, cache_dir, encoder):
+                checkpoint_dir, trust_annotations, risk_head, cache_dir, encoder):
     """Fit a ranker for FILE... to your own log of requests and the tools used for them.
 
-    Every 5th logged request is held out. The relevance and risk heads are trained on the rest (one model
+    A seeded 20 % of the logged requests is held out. The relevance and risk heads are trained on the rest (one model
     per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
     saved (the heads retrained on every request). With --tune-encoder the encoder is fine-tuned as well and
     that ranker is saved, tuned again on every request, when it beats both.
     """
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.paths import resolve_cache_dir
     from riskrank_jax.rank.fit import FitConfig, fit_ranker
 
-    config = FitConfig(seeds=seeds, epochs=epochs, tune_encoder=_tune_config(tune_encoder, tune_layers, tune_epochs, tune_set))
+    given = {"seeds": tuple(seeds) or None, "epochs": epochs}
+    config = dataclasses.replace(FitConfig(), **{k: v for k, v in given.items() if v is not None},
+                                 tune_encoder=_tune_config(tune_encoder, tune_layers, tune_epochs, tune_set))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ranker, report = fit_ranker(list(files), log_path, encoder=load_encoder(encoder),
                                     cache=EmbeddingCache(cache_dir), config=config,
-                                    risk_head=risk_head, trust_annotations=trust_annotations)
+                                    risk_head=risk_head, trust_annotations=trust_annotations,
+                                    checkpoint_dir=checkpoint_dir or resolve_cache_dir(cache_dir) / "fit-runs")
     k = report["k"]
     click.echo(f"{report['queries']} logged requests, {report['heldout']} held out; NDCG@{k} on them: zero-shot "
                f"{report[f'ndcg@{k}_zero_shot']:.3f}, trained heads per seed "

@@ -22,7 +22,7 @@ from riskrank_jax.model.cross_encoder import CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
-from riskrank_jax.model.train import TrainConfig
+from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 

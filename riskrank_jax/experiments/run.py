@@ -43,7 +43,7 @@ from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.cross_encoder import CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
-from riskrank_jax.model.train import TrainConfig, plain_config
+from riskrank_jax.model.train_config import TrainConfig, plain_config
 from riskrank_jax.paths import default_checkpoint_dir, resolve_cache_dir
 from riskrank_jax.runtime import compile_cache
 

@@ -23,7 +23,8 @@ import click
 import numpy as np
 
 from riskrank_jax.encode.embedding_cache import embed_texts
-from riskrank_jax.model.train import TrainRun, lambda_run_from_plain, train_models
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import lambda_run_from_plain
 
 
 def peak_rss_mb() -> float:
@@ -90,7 +91,7 @@ def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id:
                      progress=True, memory_budget: int | None = None):
     """``train_run`` of the λ-aware run ``train_cfg`` that trains only its λ ≠ 0 models and takes the λ = 0 ones
     from ``plain``, the plain run with the same other hyper-parameters, seeds and folds (the same models up to
-    float rounding: ``model.train.plain_config``)."""
+    float rounding: ``model.train_config.plain_config``)."""
     others = tuple(lam for lam in train_cfg.lambdas if lam != 0.0)
     rest = train_run(bench, emb, seeds, dataclasses.replace(train_cfg, lambdas=others), name, encoder_id, ckpt_root,
                      progress=progress, memory_budget=memory_budget) if others else None

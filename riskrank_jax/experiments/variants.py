@@ -23,7 +23,7 @@ from riskrank_jax.model.cross_encoder import BASELINE_RERANKERS, CrossEncoderCon
 from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
-from riskrank_jax.model.train import TrainConfig
+from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.rank.ranker import RankConfig
 
 # ---------------------------------------------------------------------------------------------- training

@@ -1,7 +1,12 @@
 """Trainable models over frozen embeddings (and the encoder itself), and how they are trained and stored.
 
     heads.py       dual heads f_rel(q, t) and f_risk(t) as pure functions of a params dict
+    train_config.py what a heads' training run is: its config, model order, random keys and result
+    triplets.py    the heads' training triplets, built on the device for every model at once
     train.py       every (seed, fold[, λ]) model of a run trained in one jitted program
+    train_store.py a run's state and its per-epoch checkpoints, and a finished run read back
+    heldout.py     the one held-out split and gate rule of every learned stage
+    negatives.py   the one hard-negative picker: a query's best non-gold tools
     groups.py      the model axis split into byte-sized groups; vmap or lax.map over it
     checkpoints.py per-epoch orbax checkpoints, resumed or set aside when stale
     rerank.py      the correction reranker over a first stage (beyond the paper)

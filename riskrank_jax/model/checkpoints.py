@@ -11,7 +11,7 @@ Usage::
     res = train_models(..., TrainRun(seeds, checkpoint_dir="/abs/ckpt/run1", run_meta={"encoder": "all-MiniLM-L6-v2"}))
     # killed? call the same line again: it resumes after the last completed epoch, bit-identically.
     # finished? the same call returns the saved result without training.
-    res = riskrank_jax.model.train.load_trained("/abs/ckpt/run1")
+    res = riskrank_jax.model.train_store.load_trained("/abs/ckpt/run1")
 
 The data identity in run.json is the caller's ``data_id`` when given (a hash of the training texts, labels,
 splits and the encoder id: what the data *is*), else a hash of the arrays' bytes.

@@ -177,10 +177,12 @@ class CrossEncoder:
         return self._shared["forward"]
 
     def train_step(self, lr: float):
-        """The jitted Adam step of ``train_cross_encoder`` at learning rate lr (compiled once per model and lr)."""
+        """(optimizer, jitted step) of ``train_cross_encoder`` at learning rate lr: Adam, and its step (compiled
+        once per model and lr); the caller initialises its state with that same optimizer."""
         steps = self._shared.setdefault("train_steps", {})
         if float(lr) not in steps:
-            steps[float(lr)] = _make_step(self.forward, optax.adam(lr))
+            opt = optax.adam(lr)
+            steps[float(lr)] = opt, _make_step(self.forward, opt)
         return steps[float(lr)]
 
     def with_params(self, params, *, max_tokens: int | None = None) -> CrossEncoder:

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from riskrank_jax import metrics
 from riskrank_jax.errors import RiskRankError
@@ -174,7 +173,7 @@ def _state(params, opt_state, step: int, losses) -> dict:
 
 def _fit(ce: CrossEncoder, plan, texts, config, store: RunStore | None, progress: bool):
     """(params, losses [S], steps run now, step resumed from): the plan's steps from the last checkpoint on."""
-    opt = optax.adam(config.lr)
+    opt, step = ce.train_step(config.lr)
     params = ce.params
     opt_state = opt.init(params)
     n_steps = plan["tools"].shape[0]
@@ -192,7 +191,6 @@ def _fit(ce: CrossEncoder, plan, texts, config, store: RunStore | None, progress
             store.close()
             return params, losses, 0, start
         store.begin()
-    step = ce.train_step(config.lr)
     bar = progress_bar(range(start, n_steps), enabled=progress, total=n_steps, initial=start,
                        desc="cross-encoder training", unit="step")
     for s in bar:

@@ -221,12 +221,13 @@ def _optimizer(config: TuneConfig, warm, total):
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig):
+def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig, backend: str, n_devices: int):
     """The jitted train step of a group of models, every argument but ``states`` with a leading model axis:
     (top, opt_state, live bool [M], warm int [M], total int [M], states, q_tok, q_seg, t_tok, t_seg, exclude) ->
     (top, opt_state, loss [M]). A model whose ``live`` is False (its schedule is over: a padded step) keeps its
     top and optimiser state unchanged. Mapped over the models with ``model.groups.map_models`` (vmap; lax.map on
-    one CPU device); one compilation per model shape, configuration and group size."""
+    one CPU device: hence the backend and device count in the cache key); one compilation per model shape,
+    configuration and group size."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -421,11 +422,14 @@ class _Loop:
     model, evaluation after each of its epochs; checkpoints of the stacked state."""
 
     def __init__(self, encoder, states, config, jobs, schedules, warm, groups, store, widths):
+        import jax
+
         self.encoder, self.states, self.config, self.jobs = encoder, states, config, jobs
         self.schedules, self.warm, self.groups, self.store, self.widths = schedules, warm, groups, store, widths
         self.lengths = np.array([len(s) for s in schedules], np.int64)
         self.per_epoch = np.maximum(1, self.lengths // max(1, config.epochs))
-        self.step = _compiled_step(encoder.shape, encoder.pooling, encoder.normalize, config)
+        self.step = _compiled_step(encoder.shape, encoder.pooling, encoder.normalize, config, jax.default_backend(),
+                                   jax.device_count())
 
     def result(self, m: int, top, state, seconds: float) -> TunedEncoder:
         """Model ``m``'s TunedEncoder with the layers ``top`` (stacked over the models, host or device)."""

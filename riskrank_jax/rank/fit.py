@@ -6,8 +6,8 @@
     ranker, report = fit_ranker(files, "log.jsonl", config=FitConfig(tune_encoder=FIT_TUNE_CONFIG))
 
 A seeded ``heldout_fraction`` of the logged queries is held out (``model.heldout``). The dual heads
-(``model.train.train_models``, one fold, the given seeds) are trained on the rest, with the registry's assessed risk levels as the risk target, and
-scored as a Ranker (head f_rel − λ·risk, graph with co-occurrence edges from the training queries) on
+(``model.train.train_models``, one fold, the given seeds) are trained on the rest, with the registry's
+assessed risk levels as the risk target, and scored as a Ranker (head f_rel − λ·risk, graph with co-occurrence edges from the training queries) on
 the held-out queries by NDCG@k, against the zero-shot ranker (``Ranker.from_registry``'s defaults). When
 the heads beat it on average over seeds, the best seed's settings are retrained on every logged query
 and that Ranker is returned; otherwise the zero-shot ranker is (a small log rarely beats the hybrid
@@ -100,7 +100,8 @@ def _ndcg(ranker: Ranker, q_emb, texts, gold, k: int) -> float:
 
 
 def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig, progress: bool):
-    from riskrank_jax.model.train import TrainConfig, TrainRun, train_models
+    from riskrank_jax.model.train import TrainRun, train_models
+    from riskrank_jax.model.train_config import TrainConfig
 
     return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], TrainConfig(epochs=cfg.epochs),
                         TrainRun(tuple(seeds), progress=progress))
@@ -124,12 +125,15 @@ def _heldout(size: int, config: FitConfig, log_path) -> np.ndarray:
 
 def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig = FitConfig(),
                zero_shot_config: RankConfig | None = None, risk_head=None, trust_annotations: bool = False,
-               progress: bool = True, work_dir=None):
+               progress: bool = True, work_dir=None, checkpoint_dir=None):
     """(Ranker, report dict) — see the module docstring. Raises DataError for a bad or too short log.
 
-    progress: bars (on a terminal) over the heads' epochs and the encoder's tuning steps. work_dir: where a
-    tuned encoder is written before ``Ranker.save`` copies it into the ranker directory (default: a temporary
-    directory removed when the process exits)."""
+    progress: bars (on a terminal, with an ETA) over the heads' epochs and the encoder's tuning steps. work_dir:
+    where a tuned encoder is written before ``Ranker.save`` copies it into the ranker directory (default: a
+    temporary directory removed when the process exits). checkpoint_dir: where each encoder-tuning run keeps its
+    orbax checkpoints, under a key of the registry, the log, the encoder and the config (None: none kept); a
+    killed fit run again with the same inputs resumes each tuning run where it stopped, and a finished one is
+    reused without training."""
     from riskrank_jax.encode.embedding_cache import embed_texts
 
     t_start = time.perf_counter()
@@ -154,7 +158,7 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
               "fit": asdict(config), "seconds": seconds}
     tuning = None
     if config.tune_encoder is not None:
-        tuning = _TuneRun(zero, log, held, q_emb, config, progress)
+        tuning = _TuneRun(zero, log, held, q_emb, config, progress, checkpoint_dir)
         tuning.evaluate(report)
     today = max(zero_ndcg, float(np.mean(head_ndcg)))
     if tuning is not None and tuning.mean_ndcg > today:
@@ -217,7 +221,7 @@ class _TuneRun:
     """One ``fit --tune-encoder``: the frozen layers' token states of every tool text and logged query (computed
     once), hard negatives, per seed a tuned encoder scored on the held-out queries, and the final one."""
 
-    def __init__(self, zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool):
+    def __init__(self, zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool, checkpoint_dir=None):
         from riskrank_jax.model.encoder_tune import TextStates
 
         t0 = time.perf_counter()
@@ -235,6 +239,8 @@ class _TuneRun:
         self.states = TextStates.build(self.enc, texts, self.enc.shape.num_layers - self.tune.layers,
                                        progress=progress)
         self.hard = self._hard_negatives(q_emb)
+        self.data_id = _run_key(zero, log, held, self.enc.model_id, config)
+        self.run_root = None if checkpoint_dir is None else Path(checkpoint_dir).expanduser().resolve() / self.data_id
         self.seconds = {"tune_states": round(time.perf_counter() - t0, 1)}
         self.ndcg: list[float] = []
         self.models: list = []
@@ -251,11 +257,13 @@ class _TuneRun:
             out.append(np.asarray(best_non_gold(first, gold[s:s + HARD_CHUNK], self.tune.hard_pool)))
         return np.concatenate(out)
 
-    def _tune(self, train_idx, seed: int, desc: str):
+    def _tune(self, train_idx, seed: int, desc: str, phase: str):
         from riskrank_jax.model.encoder_tune import tune_encoder
 
+        ckpt = None if self.run_root is None else self.run_root / f"{phase}-seed{seed}"
         return tune_encoder(self.enc, self.states, self.query_rows, self.tool_rows, self.log.gold, train_idx,
-                            self.hard, seed, self.tune, progress=self.progress, desc=desc)
+                            self.hard, seed, self.tune, progress=self.progress, desc=desc, checkpoint_dir=ckpt,
+                            data_id=self.data_id)
 
     def evaluate(self, report: dict) -> None:
         """Tune per seed on the training queries; add held-out NDCG@k per seed, losses and seconds to report."""
@@ -265,7 +273,7 @@ class _TuneRun:
         texts, gold = np.array(self.log.queries, dtype=object)[held], self.log.gold[held]
         seeds = self.config.seeds[:self.config.tune_seeds]
         for seed in seeds:
-            tuned = self._tune(np.flatnonzero(~self.held), seed, f"tuning encoder (seed {seed})")
+            tuned = self._tune(np.flatnonzero(~self.held), seed, f"tuning encoder (seed {seed})", "heldout")
             t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
             q_emb = embed_states(tuned, self.enc, self.states, self.query_rows[held])
             self.ndcg.append(_ndcg(_tuned_ranker(self.zero, t_emb, "tuning", {}), q_emb, texts, gold, k))
@@ -291,7 +299,7 @@ class _TuneRun:
         k, best = report["k"], int(np.argmax(self.ndcg))
         seed = self.config.seeds[best]
         t0 = time.perf_counter()
-        tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})")
+        tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})", "all")
                  if self.config.tune_retrain else self.models[best])
         enc_dir = save_tuned_encoder(self.enc, tuned, _work_dir(work_dir) / "encoder")
         tuned_enc = load_encoder(enc_dir)
@@ -305,6 +313,18 @@ class _TuneRun:
                           "saved with the ranker as encoder/")
         ranker = _tuned_ranker(self.zero, t_emb, tuned_enc.model_id, {**self.zero.provenance, "fit": report})
         return dataclasses.replace(ranker, encoder=tuned_enc)
+
+
+def _run_key(zero: Ranker, log, held, encoder_id: str, config: FitConfig) -> str:
+    """16 hex digits of what decides a tuning run: the registry, the log (queries, gold, held-out mask), the
+    encoder and the tuning config; a checkpoint under another key is never resumed."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256(json.dumps([zero.registry_fingerprint, list(log.queries), np.asarray(log.gold).tolist(),
+                                   np.flatnonzero(held).tolist(), encoder_id, config.tune_encoder.to_dict(),
+                                   list(config.seeds)]).encode())
+    return h.hexdigest()[:16]
 
 
 def _work_dir(work_dir) -> Path:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.model import heads
 from riskrank_jax.rank import ranker_store, stacked
+from riskrank_jax.registry.registry import registry_fingerprint
 from riskrank_jax.retrieve import first_stage
 from riskrank_jax.retrieve import hybrid
 from riskrank_jax.scoring import level_to_score, penalise, rank_order, top_order
@@ -128,16 +128,6 @@ class ScoreParts(NamedTuple):
     risk_penalty: jax.Array
     graph: jax.Array
     total: jax.Array
-
-
-def registry_fingerprint(names, texts, risk_levels) -> str:
-    """sha256 (16 hex digits) of the tool names, texts and risk levels, in order."""
-    h = hashlib.sha256()
-    h.update("\x1f".join(names).encode())
-    h.update(b"\x1e")
-    h.update("\x1f".join(texts).encode())
-    h.update(np.asarray(risk_levels, np.int32).tobytes())
-    return h.hexdigest()[:16]
 
 
 def query_bucket(n: int) -> int:
@@ -599,5 +589,5 @@ def _from_saved(d: Path, m: dict, tree: dict) -> Ranker:
     return ranker
 
 
-__all__ = ["RankConfig", "Ranker", "ScoreParts", "DEFAULT_REGISTRY_CONFIG", "registry_fingerprint", "query_bucket",
+__all__ = ["RankConfig", "Ranker", "ScoreParts", "DEFAULT_REGISTRY_CONFIG", "query_bucket",
            "check_queries"]

@@ -17,6 +17,17 @@ from riskrank_jax.registry.permissions import permission_mask_words
 from riskrank_jax.registry.tool import Annotations, Tool, tool_text
 
 
+def registry_fingerprint(names, texts, risk_levels) -> str:
+    """sha256 (16 hex digits) of the tool names, texts and risk levels (int), in order: a registry's identity, for
+    a saved ranker (assessed levels) and an audit (declared ones)."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(names).encode())
+    h.update(b"\x1e")
+    h.update("\x1f".join(texts).encode())
+    h.update(np.asarray(risk_levels, np.int32).tobytes())
+    return h.hexdigest()[:16]
+
+
 @dataclass(frozen=True, eq=False)
 class Registry:
     """Tools in input order (file by file, entry by entry).
@@ -67,13 +78,10 @@ class Registry:
         return permission_mask_words(self.texts)
 
     def fingerprint(self) -> str:
-        """sha256 (hex) of the names, texts and declared risk: what ranking and risk assessment read."""
-        h = hashlib.sha256()
-        for t, text in zip(self.tools, self.texts):
-            risk = "-" if t.declared_risk is None else str(t.declared_risk)
-            h.update("\x1f".join((t.name, text, risk)).encode())
-            h.update(b"\x1e")
-        return h.hexdigest()
+        """``registry_fingerprint`` of the names, texts and declared risk (0: none declared): what ranking and
+        risk assessment read."""
+        return registry_fingerprint(self.names, self.texts,
+                                    [0 if t.declared_risk is None else t.declared_risk for t in self.tools])
 
     def to_tool_registry(self, risk=None) -> ToolRegistry:
         """The package's `ToolRegistry` (descriptions = tool texts, word-boundary permission mask).
