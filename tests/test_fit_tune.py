@@ -85,11 +85,14 @@ def tuned_encoder(tuned):
     return load_encoder(tuned[2] / "encoder")
 
 
-def _held_out(world) -> list[str]:
+def _held_out_ids(world) -> list[int]:
     from riskrank_jax.model.heldout import heldout_split
 
-    held = heldout_split(np.arange(len(world["alias"])), FIT.heldout_fraction, FIT.seeds[0])[1]
-    return [world["alias"][i][0] for i in held][:8]
+    return list(heldout_split(np.arange(len(world["alias"])), FIT.heldout_fraction, FIT.seeds[0])[1][:8])
+
+
+def _held_out(world) -> list[str]:
+    return [world["alias"][i][0] for i in _held_out_ids(world)]
 
 
 def test_a_fit_run_again_reuses_its_finished_tuning_runs_without_a_step(world, tuned, monkeypatch):
@@ -159,7 +162,7 @@ def test_rank_cli_with_the_model_ranks_with_the_tuned_encoder(world, tuned, tune
     base_ids = loaded.rank(world["zero"].encoder.encode(queries), k=5, q_texts=queries)
     assert got == [[loaded.tool_names[i] for i in row] for row in tuned_ids]
     assert not np.array_equal(tuned_ids, base_ids)  # the check tells the two encoders apart
-    gold = [f"{WORDS[g]}_tool" for i, (_, g) in enumerate(world["alias"]) if i % 5 == 4][:8]
+    gold = [f"{WORDS[world['alias'][i][1]]}_tool" for i in _held_out_ids(world)]
     assert sum(g == names[0] for g, names in zip(gold, got)) >= 6, (gold, got)
 
 

@@ -40,7 +40,7 @@ def _check(load):
             return None
     assert isinstance(reg, Registry) and reg.size > 0
     assert len(set(reg.names)) == reg.size
-    assert len(reg.texts) == reg.size and len(reg.fingerprint()) == 64
+    assert len(reg.texts) == reg.size and len(reg.fingerprint()) == 16
     risk = assess_risk(reg)
     assert ((risk.levels >= 1) & (risk.levels <= 5)).all()
     return reg

@@ -197,8 +197,8 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
                 checkpoint_dir, trust_annotations, risk_head, cache_dir, encoder):
     """Fit a ranker for FILE... to your own log of requests and the tools used for them.
 
-    A seeded 20 % of the logged requests is held out. The relevance and risk heads are trained on the rest (one model
-    per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
+    A seeded 20 % of the logged requests is held out. The relevance and risk heads are trained on the rest (one
+    model per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
     saved (the heads retrained on every request). With --tune-encoder the encoder is fine-tuned as well and
     that ranker is saved, tuned again on every request, when it beats both.
     """
@@ -216,6 +216,12 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
                                     cache=EmbeddingCache(cache_dir), config=config,
                                     risk_head=risk_head, trust_annotations=trust_annotations,
                                     checkpoint_dir=checkpoint_dir or resolve_cache_dir(cache_dir) / "fit-runs")
+    _echo_fit_report(report, config)
+    click.echo(f"saved {ranker.save(out_dir)}")
+
+
+def _echo_fit_report(report: dict, config) -> None:
+    """What fit measured on the held-out requests, and which ranker it chose and why."""
     k = report["k"]
     click.echo(f"{report['queries']} logged requests, {report['heldout']} held out; NDCG@{k} on them: zero-shot "
                f"{report[f'ndcg@{k}_zero_shot']:.3f}, trained heads per seed "
@@ -225,7 +231,6 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
                    "seed " + ", ".join(f"{x:.3f}" for x in report[f"ndcg@{k}_tuned_per_seed"])
                    + f" ({report['seconds']['tune_per_seed'][0]:.0f} s per seed)")
     click.echo(f"chosen: {report['chosen']} — {report['why']}")
-    click.echo(f"saved {ranker.save(out_dir)}")
 
 
 __all__ = ["rank_command", "fit_command"]
