@@ -180,6 +180,29 @@ def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):
     return sums / jnp.maximum(jnp.sum(w, axis=-1, keepdims=True), 1e-9)
 
 
+def pool_texts(hidden, slot, n_texts: int, pooling: str):
+    """float32 [n_texts, hidden]: the pooled vector of each text of packed rows, text k being the tokens whose
+    ``slot`` (int32 [B, R]) is k + 1, in any row (0: padding); mean, cls (its first token) or max, as
+    ``pool_segments``. A text with no token gives zeros (mean, cls) or -1e9 (max).
+
+    Why slots over the whole batch, not per row: texts of any length share rows (no padding to the longest),
+    and the pooled vectors come out in the texts' own order."""
+    import jax
+    import jax.numpy as jnp
+
+    h = hidden.reshape(-1, hidden.shape[-1])
+    s = slot.reshape(-1)
+    n = int(n_texts) + 1
+    if pooling == "max":
+        return jnp.maximum(jax.ops.segment_max(h, s, num_segments=n)[1:], -1e9)
+    if pooling == "cls":
+        first = jax.ops.segment_min(jnp.arange(s.size), s, num_segments=n)[1:]
+        return jnp.where((first < s.size)[:, None], h[jnp.minimum(first, s.size - 1)], 0.0)
+    sums = jax.ops.segment_sum(h, s, num_segments=n)[1:]
+    counts = jax.ops.segment_sum(jnp.ones_like(s, h.dtype), s, num_segments=n)[1:]
+    return sums / jnp.maximum(counts, 1e-9)[:, None]
+
+
 def sequence_classifier_logits(params, input_ids, attention_mask, token_type_ids, shape: BertShape):
     """float32 [B, num_labels] of a BERT sequence classifier (transformers' BertForSequenceClassification, no
     dropout): the pooler's tanh dense layer over the first token's last hidden state, then the classifier.

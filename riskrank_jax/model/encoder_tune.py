@@ -38,7 +38,9 @@ from typing import Callable
 
 import numpy as np
 
-from riskrank_jax.encode.bert import pool_segments, run_layers, segment_attention
+from riskrank_jax.encode.bert import pool_texts, run_layers, segment_attention
+from riskrank_jax.encode.batching import ROW_LENGTH as PACK_WIDTH
+from riskrank_jax.encode.token_packing import pack_rows
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
 
@@ -94,17 +96,35 @@ class TextStates:
         idx = np.arange(self.size) if idx is None else np.asarray(idx, np.int64)
         return self.offsets[idx + 1] - self.offsets[idx]
 
-    def rows(self, idx, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """(token index int32 [B, width] into ``states``, segment ids int32 [B, width]: 1 on tokens, 0 on padding)
-        of the texts ``idx``, one per row, each cut to its first ``width`` tokens; an index of −1 is an empty row."""
+    def pack(self, idx, cap: int, width: int) -> list[np.ndarray]:
+        """The rows of ``width`` tokens that the texts ``idx`` (each cut to its first ``cap`` <= width tokens)
+        pack into: per row, positions into ``idx`` (``encode.token_packing.pack_rows``, best-fit decreasing)."""
+        lens = np.minimum(self.lengths(idx), int(cap))
+        return pack_rows(np.maximum(lens, 1), int(width), max(1, int(width) // 2))
+
+    def packed(self, idx, cap: int, width: int, n_rows: int | None = None, rows=None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(token index int32 [R, width] into ``states``, slot int32 [R, width]: k + 1 on the tokens of the k-th
+        text of ``idx``, 0 on padding) of the texts ``idx``, each cut to its first ``cap`` tokens, several to a
+        row (``rows``: positions into ``idx`` per row, default ``pack``); R = ``n_rows`` (at least as many as
+        there are rows; the rest empty) or that many."""
         idx = np.asarray(idx, np.int64)
-        empty = idx < 0
-        idx = np.where(empty, 0, idx)
-        lens = np.where(empty, 0, np.minimum(self.lengths(idx), int(width)))
-        cols = np.arange(int(width))[None, :]
-        inside = cols < lens[:, None]
-        tok = np.where(inside, self.offsets[idx][:, None] + cols, self.states.shape[0] - 1)
-        return tok.astype(np.int32), inside.astype(np.int32)
+        lens = np.minimum(self.lengths(idx), int(cap))
+        rows = self.pack(idx, cap, width) if rows is None else rows
+        n_rows = len(rows) if n_rows is None else int(n_rows)
+        if n_rows < len(rows):
+            raise RiskRankError(f"{idx.size} texts need {len(rows)} rows of {width} tokens, {n_rows} given")
+        pad = self.states.shape[0] - 1
+        tok = np.full((n_rows, int(width)), pad, np.int32)
+        slot = np.zeros((n_rows, int(width)), np.int32)
+        for r, members in enumerate(rows):
+            at = 0
+            for k in np.asarray(members).tolist():
+                n = int(lens[k])
+                tok[r, at:at + n] = self.offsets[idx[k]] + np.arange(n)
+                slot[r, at:at + n] = k + 1
+                at += n
+        return tok, slot
 
 
 @dataclass(frozen=True)
@@ -141,14 +161,15 @@ class TunedEncoder:
         return f"{self.base_id}+tuned{self.frozen_layers}@{h.hexdigest()[:16]}"
 
 
-def _encode_top(top, states, tok, seg, shape, pooling: str, normalize: bool):
-    """Sentence vectors [B, d] of texts given as token indices into the frozen states (see ``TextStates.rows``)."""
+def _encode_top(top, states, tok, slot, n_texts: int, shape, pooling: str, normalize: bool):
+    """Sentence vectors [n_texts, d] of texts packed in rows of token indices into the frozen states
+    (``TextStates.packed``: tok, slot [R, W])."""
     import jax.numpy as jnp
 
     from riskrank_jax.scoring import l2_normalise
 
-    x = run_layers(top, states[tok], segment_attention(seg), shape)
-    v = pool_segments(x, seg, 1, pooling)[:, 0]
+    x = run_layers(top, states[tok], segment_attention(slot), shape)
+    v = pool_texts(x, slot, n_texts, pooling)
     return l2_normalise(v) if normalize else v.astype(jnp.float32)
 
 
@@ -158,8 +179,8 @@ def _loss(top, states, q, t, exclude, shape, pooling, normalize, temperature):
     import jax.numpy as jnp
     import optax
 
-    qv = _encode_top(top, states, *q, shape, pooling, normalize)
-    tv = _encode_top(top, states, *t, shape, pooling, normalize)
+    qv = _encode_top(top, states, *q, exclude.shape[0], shape, pooling, normalize)
+    tv = _encode_top(top, states, *t, exclude.shape[1], shape, pooling, normalize)
     logits = jnp.where(exclude, -1e9, (qv @ tv.T) / temperature)
     return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.arange(qv.shape[0])).mean()
 
@@ -250,7 +271,8 @@ def _compiled_step(shape, pooling: str, normalize: bool, config: TuneConfig, bac
 def _compiled_encode(shape, pooling: str, normalize: bool):
     import jax
 
-    return jax.jit(functools.partial(_encode_top, shape=shape, pooling=pooling, normalize=normalize))
+    return jax.jit(functools.partial(_encode_top, shape=shape, pooling=pooling, normalize=normalize),
+                   static_argnames=("n_texts",))
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,7 +291,7 @@ class TuneJob:
 def tune_bytes(top, bq: int, bt: int, wq: int, wt: int, num_heads: int) -> tuple[int, int]:
     """Estimated bytes of one model's training step: (its state held between steps: top layers and Adam moments;
     what its step adds while it runs: gradients, updates and the activations kept for the backward pass of ``bq``
-    query rows of ``wq`` tokens and ``bt`` tool rows of ``wt`` tokens)."""
+    packed query rows of ``wq`` tokens and ``bt`` packed tool rows of ``wt`` tokens)."""
     params = sum(int(np.size(a)) for lp in top for name in lp for a in lp[name])
     tokens = bq * wq + bt * wt
     d, ffn = (int(np.shape(top[0]["ffn_in"][0])[i]) for i in (0, 1))
@@ -334,10 +356,11 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
             [gold.tolist(), [list(map(int, j.train_idx)) for j in jobs]]).encode()).hexdigest()
         store, done, state = _open_store(_run_store(checkpoint_dir, encoder, config, jobs, n_steps, data_id[:16]),
                                          state)
-    widths = _widths(states, query_rows, tool_rows, jobs, config)
-    groups = _groups(n_models, *tune_bytes(top, bq, bt, *widths, encoder.shape.num_heads),
+    layout = _layout(states, query_rows, tool_rows, schedules, config)
+    (_, wq, rq), (_, wt, rt) = layout
+    groups = _groups(n_models, *tune_bytes(top, rq, rt, wq, wt, encoder.shape.num_heads),
                      DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget)
-    loop = _Loop(encoder, states, config, jobs, schedules, warm, groups, store, widths)
+    loop = _Loop(encoder, states, config, jobs, schedules, warm, groups, store, layout)
     stop = n_steps if max_steps is None else min(n_steps, int(max_steps))
     t0 = time.perf_counter()
     bar = progress_bar(enabled=progress and done < n_steps, total=n_steps, initial=done, unit="step",
@@ -365,11 +388,19 @@ def _check_states(encoder, states: TextStates, config: TuneConfig) -> int:
     return n_layers
 
 
-def _widths(states: TextStates, query_rows, tool_rows, jobs, config: TuneConfig) -> tuple[int, int]:
-    """(query, tool) row widths of a run's training views: fixed, so that its step compiles once."""
-    train_q = np.unique(np.concatenate([np.asarray(j.train_idx, np.int64) for j in jobs]))
-    return (_width(states.lengths(query_rows[train_q]), config.max_query_tokens),
-            _width(states.lengths(tool_rows), config.max_tool_tokens))
+def _layout(states: TextStates, query_rows, tool_rows, schedules, config: TuneConfig) -> tuple:
+    """((cap, row width, rows) of the queries, the same of the tools) of every step of a run: each text cut to its
+    first ``cap`` tokens (``max_query_tokens`` / ``max_tool_tokens``), packed into rows of ``PACK_WIDTH`` tokens (a
+    longer cap: rounded up to a multiple of 8), as many rows as the fullest step of any of the run's models needs:
+    fixed for the run, so that its step compiles once. The row count is the one thing a model's computation
+    takes from the other models of its run: it changes float rounding only (empty rows add zeros)."""
+    out = []
+    for cap, pick in ((config.max_query_tokens, lambda qs, ts: query_rows[qs]),
+                      (config.max_tool_tokens, lambda qs, ts: tool_rows[ts])):
+        width = max(PACK_WIDTH, -(-int(cap) // 8) * 8)
+        rows = max(len(states.pack(pick(qs, ts), cap, width)) for s in schedules for qs, ts in s)
+        out.append((int(cap), width, rows))
+    return tuple(out)
 
 
 def _schedules(gold, jobs, config: TuneConfig) -> tuple[list, tuple[int, int]]:
@@ -421,11 +452,11 @@ class _Loop:
     """The training loop of ``tune_encoders``: per step, every group of models through the compiled step; per
     model, evaluation after each of its epochs; checkpoints of the stacked state."""
 
-    def __init__(self, encoder, states, config, jobs, schedules, warm, groups, store, widths):
+    def __init__(self, encoder, states, config, jobs, schedules, warm, groups, store, layout):
         import jax
 
         self.encoder, self.states, self.config, self.jobs = encoder, states, config, jobs
-        self.schedules, self.warm, self.groups, self.store, self.widths = schedules, warm, groups, store, widths
+        self.schedules, self.warm, self.groups, self.store, self.layout = schedules, warm, groups, store, layout
         self.lengths = np.array([len(s) for s in schedules], np.int64)
         self.per_epoch = np.maximum(1, self.lengths // max(1, config.epochs))
         self.step = _compiled_step(encoder.shape, encoder.pooling, encoder.normalize, config, jax.default_backend(),
@@ -444,8 +475,8 @@ class _Loop:
         """The step-``i`` batch of the models ``ix`` (a model past its schedule repeats its last batch, not live)."""
         live = np.array([i < self.lengths[m] for m in ix])
         batches = [self.schedules[m][min(i, self.lengths[m] - 1)] for m in ix]
-        q = [self.states.rows(query_rows[qs], self.widths[0]) for qs, _ in batches]
-        t = [self.states.rows(tool_rows[tools], self.widths[1]) for _, tools in batches]
+        q = [self.states.packed(query_rows[qs], *self.layout[0]) for qs, _ in batches]
+        t = [self.states.packed(tool_rows[tools], *self.layout[1]) for _, tools in batches]
         return ((live, self.warm[ix], self.lengths[ix].astype(np.int32)),
                 (np.stack([a for a, _ in q]), np.stack([b for _, b in q]), np.stack([a for a, _ in t]),
                  np.stack([b for _, b in t]), np.stack([_exclude_mask(gold, qs, tools) for qs, tools in batches])))
@@ -504,8 +535,14 @@ def _row(tree, m: int):
     return jax.tree.map(lambda a: a[m], tree)
 
 
-def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batch: int = 256) -> np.ndarray:
-    """float32 [n, d]: the tuned encoder's vectors of the texts ``rows`` of ``states`` (all their tokens)."""
+EMBED_TOKENS = 4096  # tokens of one ``embed_states`` call: 32 packed rows of PACK_WIDTH
+
+
+def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows) -> np.ndarray:
+    """float32 [n, d]: the tuned encoder's vectors of the texts ``rows`` of ``states`` (all their tokens).
+
+    The texts are packed into rows of ``PACK_WIDTH`` tokens (longer texts: rows of the longest one's length rounded
+    up to a power of two), run ``EMBED_TOKENS`` tokens at a time: little padding, one or two shapes to compile."""
     import jax
     import jax.numpy as jnp
 
@@ -514,19 +551,24 @@ def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows, *, batc
     run = _compiled_encode(encoder.shape, tuned.pooling, tuned.normalize)
     top, dev = jax.tree.map(jnp.asarray, list(tuned.top)), jnp.asarray(states.states)
     lens = states.lengths(rows)
-    order = np.argsort(lens, kind="stable")  # similar lengths share a batch: little padding
-    for s in range(0, rows.size, batch):
-        sel = order[s:s + batch]
-        width = 1 << max(3, int(lens[sel].max() - 1).bit_length())  # 8, 16, 32, ...: few shapes compile
-        tok, seg = states.rows(np.concatenate([rows[sel], np.full(batch - sel.size, -1)]), width)
-        with jax.default_matmul_precision(encoder.precision):
-            out[sel] = np.asarray(run(top, dev, tok, seg))[:sel.size]
+    for sel in (np.flatnonzero(lens <= PACK_WIDTH), np.flatnonzero(lens > PACK_WIDTH)):
+        if not sel.size:
+            continue
+        width = max(PACK_WIDTH, 1 << (int(lens[sel].max()) - 1).bit_length())
+        per = max(1, EMBED_TOKENS // width)  # rows a call
+        packing = states.pack(rows[sel], width, width)
+        for r0 in range(0, len(packing), per):
+            chunk = packing[r0:r0 + per]
+            texts = np.concatenate(chunk)  # positions into sel, in row order
+            local, at = [], 0
+            for members in chunk:
+                local.append(np.arange(at, at + members.size))
+                at += members.size
+            tok, slot = states.packed(rows[sel[texts]], width, width, per, local)
+            with jax.default_matmul_precision(encoder.precision):
+                vec = run(top, dev, tok, slot, n_texts=per * width // 2)
+            out[sel[texts]] = np.asarray(vec)[:texts.size]
     return out
-
-
-def _width(lengths, cap: int) -> int:
-    """The row width of a training view: the longest text, at most ``cap``, rounded up to a multiple of 8."""
-    return max(8, -(-min(int(np.max(lengths, initial=1)), int(cap)) // 8) * 8)
 
 
 def _torch_layout(layers, emb) -> dict[str, np.ndarray]:
