@@ -267,3 +267,18 @@ def test_the_sweep_rows_gate_against_the_frozen_encoder(tiny_bert_dir, tmp_path)
         assert table[t["gates"].index(m["gate"])] == max(table) and m["steps"] == 3 * (48 // 16)
         assert m["epoch"] == 1 + int(np.nanargmax(m["heldout_ndcg@5_by_epoch"]))
     assert len(list((tmp_path / "b" / "ckpt" / "tiny").glob("tuned-*/seed*-fold0/arrays.npz"))) == 2  # for a rerun
+
+
+def test_a_step_budget_shortens_a_long_run_to_whole_epochs():
+    """4 epochs of 64 queries in batches of 16 are 16 steps: a budget of 10 runs 2 whole epochs, a budget below
+    one epoch still runs one, no budget runs all 4; every epoch is a permutation of the training queries."""
+    gold = np.arange(64)[:, None] % 8
+    hard = np.tile(np.arange(8), (64, 1))
+    train = np.arange(64)
+    for budget, epochs in ((None, 4), (10, 2), (3, 1), (100, 4)):
+        cfg = TuneConfig(epochs=4, batch_size=16, hard_pool=8, step_budget=budget)
+        assert encoder_tune.epochs_run(cfg, train.size) == epochs
+        steps = batch_schedule(gold, train, hard, 0, cfg)
+        assert len(steps) == 4 * epochs
+        for e in range(epochs):
+            assert sorted(np.concatenate([q for q, _ in steps[4 * e:4 * e + 4]]).tolist()) == train.tolist()

@@ -181,8 +181,9 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
 @click.option("--tune-layers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Top transformer layers to tune (default: 3, FIT_TUNE_CONFIG.layers; with --tune-encoder).")
 @click.option("--tune-epochs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Epochs over the training requests when tuning (default: 4, FIT_TUNE_CONFIG.epochs; with "
-                   "--tune-encoder).")
+              help="Epochs over the training requests when tuning (default: 4, FIT_TUNE_CONFIG.epochs; fewer on a "
+                   "long log, whole epochs within FIT_TUNE_CONFIG.step_budget = 512 steps, e.g. one over 17,000 "
+                   "requests; with --tune-encoder).")
 @click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
               help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch_size=64: the fields "
                    "of riskrank_jax.model.encoder_tune.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")

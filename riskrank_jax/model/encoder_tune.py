@@ -52,7 +52,9 @@ class TuneConfig:
     per step; negatives: hard negatives per query, drawn from the first stage's ``hard_pool`` best non-gold tools; lr: AdamW's
     peak learning rate (warm-up over ``warmup`` of the steps, then linear decay to 0); temperature τ of the
     softmax over cosines; max_query_tokens / max_tool_tokens: training view of a text (its first tokens; the
-    final embeddings always use every token); heldout_fraction: training queries kept out to choose the gate."""
+    final embeddings always use every token); heldout_fraction: training queries kept out to choose the gate;
+    step_budget: the most steps of a run (None: no limit), in whole epochs, at least one: a long log makes as many
+    updates in fewer passes over it (``epochs_run``)."""
 
     layers: int = 2
     epochs: int = 4
@@ -67,6 +69,7 @@ class TuneConfig:
     max_tool_tokens: int = 64
     heldout_fraction: float = 0.2
     checkpoint_every: int = 50
+    step_budget: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -185,6 +188,15 @@ def _loss(top, states, q, t, exclude, shape, pooling, normalize, temperature):
     return optax.softmax_cross_entropy_with_integer_labels(logits, jnp.arange(qv.shape[0])).mean()
 
 
+def epochs_run(config: TuneConfig, n_queries: int) -> int:
+    """Epochs a run over ``n_queries`` training queries takes: ``config.epochs``, fewer when they would exceed
+    ``config.step_budget`` steps (whole epochs, at least one)."""
+    per_epoch = max(1, int(n_queries) // max(1, min(int(config.batch_size), int(n_queries))))
+    if config.step_budget is None:
+        return int(config.epochs)
+    return max(1, min(int(config.epochs), int(config.step_budget) // per_epoch))
+
+
 def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list[tuple[np.ndarray, np.ndarray]]:
     """The whole training schedule, drawn from ``seed``: per step (query ids [Bq], tool ids [Bq · (1 + h)]: the
     queries' sampled gold tools, then their hard negatives). gold int [Q, G] (−1 pad); hard int [Q, P]: each
@@ -193,7 +205,7 @@ def batch_schedule(gold, train_idx, hard, seed: int, config: TuneConfig) -> list
     train_idx = np.asarray(train_idx, np.int64)
     bq = min(int(config.batch_size), train_idx.size)
     steps = []
-    for _ in range(int(config.epochs)):
+    for _ in range(epochs_run(config, train_idx.size)):
         order = rng.permutation(train_idx)
         for s in range(0, order.size - bq + 1, bq):
             qs = order[s:s + bq]
@@ -458,7 +470,8 @@ class _Loop:
         self.encoder, self.states, self.config, self.jobs = encoder, states, config, jobs
         self.schedules, self.warm, self.groups, self.store, self.layout = schedules, warm, groups, store, layout
         self.lengths = np.array([len(s) for s in schedules], np.int64)
-        self.per_epoch = np.maximum(1, self.lengths // max(1, config.epochs))
+        epochs = np.array([epochs_run(config, np.size(j.train_idx)) for j in jobs], np.int64)
+        self.per_epoch = np.maximum(1, self.lengths // epochs)
         self.step = _compiled_step(encoder.shape, encoder.pooling, encoder.normalize, config, jax.default_backend(),
                                    jax.device_count())
 

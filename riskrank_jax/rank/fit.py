@@ -50,7 +50,9 @@ from riskrank_jax.rank.registry_inputs import registry_graph
 
 # --tune-encoder's settings: the sweep's epochs and learning rate, with 3 layers (chosen by benchmarks/fit_tune.py;
 # the figures are in docs/registry.md, "Fine-tuning the encoder").
-FIT_TUNE_CONFIG = TuneConfig(layers=3, epochs=4, lr=2e-4)
+# a long log is passed over fewer times (whole epochs within step_budget steps), so tuning costs about the same
+# from a few thousand logged requests on
+FIT_TUNE_CONFIG = TuneConfig(layers=3, epochs=4, lr=2e-4, step_budget=512)
 HARD_CHUNK = 1024  # queries whose first-stage scores [chunk, N] are held at once while drawing hard negatives
 
 
