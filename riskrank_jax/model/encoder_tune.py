@@ -94,6 +94,14 @@ class TextStates:
     def size(self) -> int:
         return int(self.offsets.size - 1)
 
+    @functools.cached_property
+    def device_states(self):
+        """``states`` on the default device, copied there once: the training loop and every ``embed_states`` call
+        share it (each used to copy its own)."""
+        import jax.numpy as jnp
+
+        return jnp.asarray(self.states)
+
     def lengths(self, idx=None) -> np.ndarray:
         """Tokens of each text (of ``idx``, default all) int64 [n]."""
         idx = np.arange(self.size) if idx is None else np.asarray(idx, np.int64)
@@ -500,12 +508,16 @@ class _Loop:
 
         from riskrank_jax.model.groups import gathered
 
-        dev = jnp.asarray(self.states.states)
+        dev = self.states.device_states
         counts, tops = [n for _, n in self.groups], None
         losses, scores = np.array(state["losses"]), np.array(state["scores"])
-        best = jax.tree.map(np.array, state["best"])  # host copies, written in place per model
-        groups = [(ix, n, jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), state["top"]),  # noqa: B023
-                   jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), state["opt"])) for ix, n in self.groups]  # noqa: B023
+        best = jax.tree.map(np.array, state.pop("best"))  # host copies, written in place per model
+        # the layers and optimiser states move to the device, group by group; the host copies are let go (popped
+        # from the caller's dict too), so a run holds one copy of them
+        top_host, opt_host = state.pop("top"), state.pop("opt")
+        groups = [(ix, n, jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), top_host),  # noqa: B023
+                   jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[ix]), opt_host)) for ix, n in self.groups]  # noqa: B023
+        del top_host, opt_host
         for i in range(done, stop):
             stepped = []
             for ix, n, top, opt_state in groups:
@@ -562,7 +574,7 @@ def embed_states(tuned: TunedEncoder, encoder, states: TextStates, rows) -> np.n
     rows = np.asarray(rows, np.int64)
     out = np.empty((rows.size, states.states.shape[1]), np.float32)
     run = _compiled_encode(encoder.shape, tuned.pooling, tuned.normalize)
-    top, dev = jax.tree.map(jnp.asarray, list(tuned.top)), jnp.asarray(states.states)
+    top, dev = jax.tree.map(jnp.asarray, list(tuned.top)), states.device_states
     lens = states.lengths(rows)
     for sel in (np.flatnonzero(lens <= PACK_WIDTH), np.flatnonzero(lens > PACK_WIDTH)):
         if not sel.size:
