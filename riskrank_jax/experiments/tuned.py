@@ -12,8 +12,9 @@ head is retrained on the tuned description embeddings. The gate: relevance ``(1 
 on the held-out queries, as the tuned cosine can need less BM25) with γ ∈ ``GATES`` chosen on the held-out
 queries by NDCG@5, ties to the smaller γ; γ = 0 is the frozen model, risk head included, so on held-out training queries
 no tuned row is below its frozen counterpart. The models still to train are tuned together, one program per
-step over the model axis with one orbax checkpoint of their stacked state (``model.encoder_tune.tune_encoders``);
-each model's arrays are saved after, so a second sweep neither trains nor recomputes the lower layers.
+step over the model axis with one orbax checkpoint of their stacked state (``model.encoder_tune.tune_encoders``),
+in chunks that bound the state held at once on one CPU device (``chunk_size``); each model's arrays are saved
+when its chunk ends, so a second sweep neither trains nor recomputes the lower layers.
 
 Why gated per model: with a few hundred training queries a tuned encoder can lose to the frozen one, and a
 worse ranker must not win.
@@ -37,6 +38,7 @@ from riskrank_jax.retrieve.hybrid import choose_weight, fuse
 from riskrank_jax.scoring import rank_order_host
 
 HARD_POOL = 40  # first-stage rows searched for each training query's hard negatives
+STATE_BUDGET = 256 << 20  # bytes of tuned models' stacked state one run holds on one CPU device (``chunk_size``)
 
 
 @dataclass(frozen=True)
@@ -153,18 +155,39 @@ def _finish(ctx: dict, job: dict, tuned) -> dict:
     return out
 
 
+def chunk_size(encoder, config: TuneConfig, n_models: int) -> int:
+    """Models tuned together in one run: all of them where the model axis runs in parallel (vmap); on one CPU
+    device, where the models of a run take their steps one after another anyway, as many as ``STATE_BUDGET``
+    bytes of stacked state (layers, AdamW moments, best layers) hold, so that the sweep's peak memory does not
+    grow with its number of models."""
+    from riskrank_jax.model.encoder_tune import TunedEncoder, tune_bytes
+    from riskrank_jax.model.groups import maps_sequentially
+
+    if not maps_sequentially():
+        return n_models
+    per_model = tune_bytes(TunedEncoder.untrained(encoder, config.layers).top, 1, 1, 8, 8, 1)[0] * 4 // 3
+    return max(1, min(n_models, STATE_BUDGET // per_model))
+
+
 def _train(ctx: dict, todo: list[dict]) -> list[dict]:
-    """The arrays of the models ``todo`` ({"seed", "fold"} each), tuned together in one run (one orbax
-    checkpoint of their stacked state, ``model.encoder_tune.tune_encoders``)."""
-    bench, cfg, encoder, rows = ctx["bench"], ctx["cfg"], ctx["encoder"], ctx["rows"]
-    jobs = [_job(ctx, m["seed"], m["fold"]) for m in todo]
-    names = [f"seed{m['seed']}-fold{m['fold']}" for m in todo]
-    tuned = tune_encoders(encoder, ctx["states"](), rows["train"], rows["named"], np.asarray(bench.train.gold),
-                          [j for j, _ in jobs], cfg.tune, checkpoint_dir=ctx["dir"] / "run",
-                          data_id=short_hash([bench.fingerprint(), encoder.model_id, names]),
-                          desc=f"[{bench.name}] tuning encoder (seeds x folds)",
-                          memory_budget=cfg.runtime.memory_budget)
-    return [_finish(ctx, info, t) for (_, info), t in zip(jobs, tuned)]
+    """The arrays of the models ``todo`` ({"seed", "fold"} each), tuned ``chunk_size`` at a time, each chunk in one
+    run (one orbax checkpoint of its stacked state, ``model.encoder_tune.tune_encoders``) and saved when it ends:
+    a killed sweep resumes in the chunk it stopped in."""
+    bench, cfg, encoder = ctx["bench"], ctx["cfg"], ctx["encoder"]
+    size = chunk_size(encoder, cfg.tune, len(todo))
+    out = []
+    for c0 in range(0, len(todo), size):
+        chunk = todo[c0:c0 + size]
+        jobs = [_job(ctx, m["seed"], m["fold"]) for m in chunk]
+        names = [f"seed{m['seed']}-fold{m['fold']}" for m in chunk]
+        rows = ctx["rows"]
+        tuned = tune_encoders(encoder, ctx["states"](), rows["train"], rows["named"], np.asarray(bench.train.gold),
+                              [j for j, _ in jobs], cfg.tune, checkpoint_dir=ctx["dir"] / f"run-{names[0]}",
+                              data_id=short_hash([bench.fingerprint(), encoder.model_id, names]),
+                              desc=f"[{bench.name}] tuning encoder (seeds x folds: {c0 + len(chunk)} of {len(todo)})",
+                              memory_budget=cfg.runtime.memory_budget)
+        out.extend(_finish(ctx, info, t) for (_, info), t in zip(jobs, tuned))
+    return out
 
 
 def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
