@@ -148,4 +148,4 @@ def test_fit_and_rank_help_state_the_config_trees_defaults():
     assert f"A seeded {fit.heldout_fraction * 100:.0f} % of the logged requests is held out" in fit_help
     rank_help = " ".join(CliRunner().invoke(cli, ["rank", "--help"]).output.split())
     assert f"Default {DEFAULT_REGISTRY_CONFIG.lam:g} for the zero-shot ranker" in rank_help
-    assert f"Tools per request. [default: {DEFAULT_REGISTRY_CONFIG.k};" in rank_help
+    assert f"Tools per request. Default {DEFAULT_REGISTRY_CONFIG.k} for the zero-shot ranker" in rank_help

@@ -76,7 +76,9 @@ def _hits_text(query: str, hits) -> str:
 @click.option("--query", "query_texts", multiple=True, metavar="TEXT", help="A request to rank tools for (repeatable).")
 @click.option("--queries", "queries_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Requests, one per line (or JSON Lines with a \"query\" field when FILE ends .jsonl).")
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="Tools per request.")
+@click.option("--k", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Tools per request. Default 5 for the zero-shot ranker (its config's k); a --model's own k "
+                   "otherwise.")
 @click.option("--lambda", "lam", type=click.FloatRange(min=0), default=None, metavar="L",
               help="Risk penalty λ. Default 0.5 for the zero-shot ranker, where λ is in per-query standard "
                    "deviations of the hybrid score; a --model's own λ otherwise. 0 turns the penalty off.")
@@ -115,7 +117,7 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     if any(v is not None for v in stages.values()):
         ranker = ranker.with_config(dataclasses.replace(ranker.config,
                                                         **{n: v for n, v in stages.items() if v is not None}))
-    k = min(k, ranker.size)
+    k = min(ranker.config.k if k is None else k, ranker.size)
     hits = ranker.rank_queries(queries, k=k, min_score=min_score)
     reports = [explain_query(ranker, q, k) for q in queries] if explain else [None] * len(queries)
     if as_json:
