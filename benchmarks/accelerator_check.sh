@@ -12,7 +12,8 @@
 #   4. benchmarks/tune_vmap.py          15 tuned encoders (3 seeds x 5 folds) together vs one by one (90 s)
 #   5. benchmarks/cross_encoder.py      cross-encoder pairs/s, scoring and training               (90 s)
 #   6. python -m riskrank_jax.sweep     UltraTool sweep (tuned-encoder rows included), wall time  (the rest)
-# PYTHON selects the interpreter (default: .venv/bin/python if present, else python3).
+# PYTHON selects the interpreter (default: .venv/bin/python if present, else python3); ACCEL_BUDGET the seconds
+# for all steps (default 600); OUT the folder for figures and logs.
 # Exit status: 0 when every step passed, 2 when a correctness check failed, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ OUT=${OUT:-$PWD/accelerator_check_out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 START=$(date +%s)
-BUDGET=600
+BUDGET=${ACCEL_BUDGET:-600}  # seconds for all steps; the sweep gets what the others leave
 STATUS=0
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 step() {  # step NAME TIMEOUT CMD...: run with a timeout, log to $OUT/NAME.log, record rc and seconds

@@ -68,7 +68,7 @@ def time_training(ce, queries, tools, steps: int) -> tuple[float, float]:
 
     from riskrank_jax.model.cross_encoder_train import step_batch
 
-    items = np.arange(40, dtype=np.int32).reshape(8, 5)
+    items = (np.arange(40) % len(tools)).astype(np.int32).reshape(8, 5)  # --pairs below 40 reuses texts
     positive = np.zeros((8, 5), bool)
     positive[:, 0] = True
     batch = step_batch(ce, items, positive, np.arange(8), queries, tools, 8)

@@ -135,6 +135,25 @@ def test_the_tuned_encoder_wins_and_is_saved_with_the_ranker(world, tuned, tuned
     assert np.abs(ranker.tool_emb - tuned_enc.encode(list(zero.tool_texts))).max() < 1e-5
 
 
+def test_a_long_log_keeps_the_layers_measured_held_out_instead_of_tuning_again(world, tmp_path):
+    """When the step budget cut the held-out run's epochs (a long log), the winning layers are the held-out run's
+    (no run over every request): here 60 of 100 one-step epochs. A log within the budget is tuned again."""
+    assert FitConfig(tune_encoder=FIT_TUNE_CONFIG).retrains(1_600)  # 2,000 requests: 4 epochs of 50 steps
+    assert not FitConfig(tune_encoder=FIT_TUNE_CONFIG).retrains(13_600)  # 17,000: 1 of 4 epochs within 512 steps
+    assert not FitConfig(tune_encoder=FIT_TUNE_CONFIG, tune_retrain=False).retrains(1_600)
+    cut = dataclasses.replace(FIT, tune_encoder=dataclasses.replace(TUNE, step_budget=60))
+    ranker, report = fit_ranker([world["tools"]], str(world["root"] / "alias.jsonl"), encoder=world["zero"].encoder,
+                                cache=EmbeddingCache(world["cache"]), config=cut, progress=False,
+                                checkpoint_dir=tmp_path / "runs", work_dir=tmp_path / "work")
+    assert report["chosen"] == "tuned-encoder" and report["tuned_steps"] == 60, report
+    assert ("kept the layers tuned on the training queries (a long log: the step budget, 60 steps, cut their "
+            "tuning to 60 of 100 epochs, so tuning again on every query would take as long again to add the 40 "
+            "held-out ones)") in report["why"]
+    (key,) = (tmp_path / "runs").iterdir()
+    assert [p.name for p in key.iterdir()] == ["heldout-seed0"]
+    assert np.abs(ranker.tool_emb - ranker.encoder.encode(list(world["zero"].tool_texts))).max() < 1e-5
+
+
 def test_a_loaded_tuned_ranker_embeds_requests_with_its_own_encoder(world, tuned, tuned_encoder):
     _, _, out = tuned
     zero = world["zero"]

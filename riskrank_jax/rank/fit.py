@@ -18,7 +18,9 @@ With ``FitConfig.tune_encoder`` (``--tune-encoder``) the encoder's top layers ar
 zero-shot ranker's first stage, for the first ``tune_seeds`` seeds. The tuned ranker is the zero-shot ranker
 (same config, same risk levels, scores and sources) with the tuned encoder's tool vectors and a graph rebuilt
 on them; it is kept only when its mean held-out NDCG@k beats the better of the zero-shot ranker and the heads,
-and is then (``tune_retrain``) tuned again on every logged query with the best seed. Its encoder is saved
+and is then (``tune_retrain``) tuned again on every logged query with the best seed, unless the step budget
+already cut the held-out run's epochs (a long log: the retrain would take as many steps again to add the
+held-out requests; the saved layers are then the very ones measured held out). Its encoder is saved
 with the ranker (``DIR/encoder``, a Hugging Face BERT directory) and embeds the queries of ``rank --model``.
 
 Risk under a tuned encoder: the registry's risk is assessed once, with the base encoder's vectors and the
@@ -63,7 +65,8 @@ class FitConfig:
     lam / alpha: the trained ranker's λ (on f_rel's scale) and graph α; k: the NDCG cut-off.
     tune_encoder: also fine-tune the encoder (None: do not); tune_seeds: how many of ``seeds`` (the first) tune
     one (each costs a full tuning run: minutes on a CPU); tune_retrain: when the tuned ranker wins, tune once
-    more on every logged query (else keep the held-out-trained layers of the best seed)."""
+    more on every logged query (else keep the held-out-trained layers of the best seed), unless the step budget
+    cut the held-out run's epochs (``retrains``)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 10
@@ -74,6 +77,14 @@ class FitConfig:
     tune_encoder: TuneConfig | None = None
     tune_seeds: int = 1
     tune_retrain: bool = True
+
+    def retrains(self, n_train: int) -> bool:
+        """Whether a winning tuned encoder is tuned again on every request, after a held-out run over
+        ``n_train`` requests: ``tune_retrain``, and that run took all its epochs (within the step budget)."""
+        from riskrank_jax.model.encoder_tune import epochs_run
+
+        tune = self.tune_encoder
+        return self.tune_retrain and (tune is None or epochs_run(tune, n_train) == tune.epochs)
 
 
 def _head_ranker(zero: Ranker, params, gold, cfg: FitConfig, provenance: dict) -> Ranker:
@@ -290,8 +301,18 @@ class _TuneRun:
     def mean_ndcg(self) -> float:
         return float(np.mean(self.ndcg))
 
+    def _why_not_retrained(self) -> str:
+        if not self.config.tune_retrain:
+            return ""
+        from riskrank_jax.model.encoder_tune import epochs_run
+
+        n_train = int((~self.held).sum())
+        return (f" (a long log: the step budget, {self.tune.step_budget} steps, cut their tuning to "
+                f"{epochs_run(self.tune, n_train)} of {self.tune.epochs} epochs, so tuning again on every query "
+                f"would take as long again to add the {self.log.size - n_train} held-out ones)")
+
     def final(self, report: dict, today: float, work_dir) -> Ranker:
-        """The tuned ranker (best seed; tuned again on every query when ``tune_retrain``), with its encoder saved
+        """The tuned ranker (best seed; tuned again on every query when ``FitConfig.retrains``), with its encoder saved
         under ``work_dir`` and loaded from there (it embeds rank's queries). The tool vectors come from the cached
         lower-layer states through the tuned top layers (``embed_states``: only the tuned layers run; equal to
         the saved encoder's own vectors up to float rounding, tests/test_fit_tune.py)."""
@@ -301,14 +322,15 @@ class _TuneRun:
         k, best = report["k"], int(np.argmax(self.ndcg))
         seed = self.config.seeds[best]
         t0 = time.perf_counter()
+        retrain = self.config.retrains(int((~self.held).sum()))
         tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})", "all")
-                 if self.config.tune_retrain else self.models[best])
+                 if retrain else self.models[best])
         enc_dir = save_tuned_encoder(self.enc, tuned, _work_dir(work_dir) / "encoder")
         tuned_enc = load_encoder(enc_dir)
         t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
         report["seconds"]["tune_final"] = round(time.perf_counter() - t0, 1)
-        how = (f"tuned again on all {self.log.size} queries" if self.config.tune_retrain
-               else "kept the layers tuned on the training queries")
+        how = (f"tuned again on all {self.log.size} queries" if retrain
+               else "kept the layers tuned on the training queries" + self._why_not_retrained())
         report.update(chosen="tuned-encoder", seed=seed,
                       why=f"the tuned encoder beat the better of the zero-shot ranker and the heads on held-out "
                           f"queries (NDCG@{k} mean {self.mean_ndcg:.3f} vs {today:.3f}); {how} with seed {seed}; "
