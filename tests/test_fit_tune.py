@@ -85,10 +85,12 @@ def tuned_encoder(tuned):
     return load_encoder(tuned[2] / "encoder")
 
 
-def _held_out_ids(world) -> list[int]:
+def _held_out_ids(world, first: int | None = 8) -> list[int]:
+    """The first ``first`` (None: all) of fit's held-out requests, every copy of a request text on one side."""
     from riskrank_jax.model.heldout import heldout_split
 
-    return list(heldout_split(np.arange(len(world["alias"])), FIT.heldout_fraction, FIT.seeds[0])[1][:8])
+    texts = np.asarray([q for q, _ in world["alias"]], dtype=str)
+    return list(heldout_split(np.arange(len(texts)), FIT.heldout_fraction, FIT.seeds[0], groups=texts)[1][:first])
 
 
 def _held_out(world) -> list[str]:
@@ -147,10 +149,15 @@ def test_a_long_log_keeps_the_layers_measured_held_out_instead_of_tuning_again(w
                                 checkpoint_dir=tmp_path / "runs", work_dir=tmp_path / "work")
     assert report["chosen"] == "tuned-encoder" and report["tuned_steps"] == 60, report
     assert ("kept the layers tuned on the training queries (a long log: the step budget, 60 steps, cut their "
-            "tuning to 60 of 100 epochs, so tuning again on every query would take as long again to add the 40 "
+            "tuning to 60 of 100 epochs, so tuning again on every query would take as long again to add the 36 "
             "held-out ones)") in report["why"]
     (key,) = (tmp_path / "runs").iterdir()
     assert [p.name for p in key.iterdir()] == ["heldout-seed0"]
+    # the log repeats some requests: every copy is on one side of fit's split, 36 rows of 35 distinct held out (20 % of 173)
+    texts = np.asarray([q for q, _ in world["alias"]], dtype=str)
+    held = texts[_held_out_ids(world, None)]
+    assert len(set(texts)) < len(texts) and report["heldout"] == held.size == 36 and len(set(held)) == 35
+    assert not set(held) & set(texts[np.setdiff1d(np.arange(texts.size), _held_out_ids(world, None))])
     assert np.abs(ranker.tool_emb - ranker.encoder.encode(list(world["zero"].tool_texts))).max() < 1e-5
 
 

@@ -32,6 +32,21 @@ def test_split_is_seeded_disjoint_and_rounds_half_up_with_one_left_on_each_side(
     assert np.array_equal(h, np.sort(ids[perm]))
 
 
+def test_a_grouped_split_keeps_each_group_on_one_side_and_groups_of_one_split_as_before():
+    texts = np.array(["a", "b", "a", "c", "d", "b", "e", "a", "f", "g", "h", "i"])  # 9 requests, "a" 3x, "b" 2x
+    for seed in range(20):
+        t, h = heldout.heldout_split(np.arange(12), 0.25, seed, groups=texts)
+        assert sorted([*t, *h]) == list(range(12)) and not set(texts[t]) & set(texts[h])
+        assert len(set(texts[h])) == heldout.n_held(9, 0.25) == 2  # 2 of the 9 distinct requests, every copy
+    held_a = [seed for seed in range(20) if "a" in texts[heldout.heldout_split(np.arange(12), 0.25, seed,
+                                                                                 groups=texts)[1]]]
+    assert 0 < len(held_a) < 20  # the repeated request is held out for some seeds, with its 3 copies
+    distinct = np.array([f"q{i}" for i in range(40)])[::-1]  # labels in any order: numbered by first appearance
+    for seed, fold in ((3, None), (3, 1), (8, 2)):
+        assert np.array_equal(heldout.heldout_split(np.arange(40), 0.2, seed, fold, groups=distinct)[1],
+                              heldout.heldout_split(np.arange(40), 0.2, seed, fold)[1])
+
+
 def test_random_first_puts_flagged_items_first_and_depends_only_on_its_key():
     flag = jnp.asarray(np.arange(30) % 3 == 0)
     perm = np.asarray(heldout.random_first(heldout.split_key(5, 1), flag))

@@ -145,7 +145,7 @@ def test_fit_and_rank_help_state_the_config_trees_defaults():
     assert f"default: {FIT_TUNE_CONFIG.layers}, FIT_TUNE_CONFIG.layers" in fit_help
     assert f"default: {FIT_TUNE_CONFIG.epochs}, FIT_TUNE_CONFIG.epochs" in fit_help
     assert f"FIT_TUNE_CONFIG.step_budget = {FIT_TUNE_CONFIG.step_budget} steps" in fit_help
-    assert f"A seeded {fit.heldout_fraction * 100:.0f} % of the logged requests is held out" in fit_help
+    assert f"A seeded {fit.heldout_fraction * 100:.0f} % of the distinct logged requests is held out" in fit_help
     rank_help = " ".join(CliRunner().invoke(cli, ["rank", "--help"]).output.split())
     assert f"Default {DEFAULT_REGISTRY_CONFIG.lam:g} for the zero-shot ranker" in rank_help
     assert f"Tools per request. Default {DEFAULT_REGISTRY_CONFIG.k} for the zero-shot ranker" in rank_help

@@ -200,10 +200,11 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
                 checkpoint_dir, trust_annotations, risk_head, cache_dir, encoder):
     """Fit a ranker for FILE... to your own log of requests and the tools used for them.
 
-    A seeded 20 % of the logged requests is held out. The relevance and risk heads are trained on the rest (one
-    model per seed) and compared with the zero-shot ranker on the held-out requests (NDCG@5); the better one is
-    saved (the heads retrained on every request). With --tune-encoder the encoder is fine-tuned as well and
-    that ranker is saved, tuned again on every request, when it beats both.
+    A seeded 20 % of the distinct logged requests is held out, every copy of each. The relevance and risk heads
+    are trained on the rest (one model per seed) and compared with the zero-shot ranker on the held-out requests
+    (NDCG@5); the better one is saved (the heads retrained on every request). With --tune-encoder the encoder is
+    fine-tuned as well and that ranker is saved when it beats both, tuned again on every request unless the log
+    is long enough that the step budget cut its epochs.
     """
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder

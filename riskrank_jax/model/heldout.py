@@ -38,16 +38,25 @@ def n_held(n: int, fraction: float, at_least: int = 1) -> int:
     return min(h, n - 1) if n >= 2 else min(h, n)
 
 
-def heldout_split(ids, fraction: float, seed: int, fold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def heldout_split(ids, fraction: float, seed: int, fold: int | None = None,
+                  groups=None) -> tuple[np.ndarray, np.ndarray]:
     """(training ids, held-out ids), each sorted: ``n_held(len(ids), fraction)`` of ids (int [n], or a bool mask
     [Q] of the candidates) held out, drawn from numpy's generator on [seed, fold] (on seed alone when fold is
-    None: a stage trained once)."""
+    None: a stage trained once). groups: int [len(ids)], ids of one group (one request text logged many times)
+    fall on one side: ``n_held`` of the groups are held out, numbered in order of first appearance, so that ids
+    in groups of one are split exactly as without ``groups``."""
     ids = np.asarray(ids)
     ids = np.flatnonzero(ids) if ids.dtype == bool else ids.astype(np.int64)
     rng = np.random.default_rng(int(seed) if fold is None else [int(seed), int(fold)])
-    held = np.zeros(ids.size, bool)
-    held[rng.permutation(ids.size)[:n_held(ids.size, fraction)]] = True
-    return np.sort(ids[~held]), np.sort(ids[held])
+    if groups is None:
+        group_of, n_groups = np.arange(ids.size), ids.size
+    else:
+        _, first, group_of = np.unique(np.asarray(groups), return_index=True, return_inverse=True)
+        group_of = np.argsort(np.argsort(first))[group_of]  # groups renumbered by first appearance
+        n_groups = first.size
+    held = np.zeros(n_groups, bool)
+    held[rng.permutation(n_groups)[:n_held(n_groups, fraction)]] = True
+    return np.sort(ids[~held[group_of]]), np.sort(ids[held[group_of]])
 
 
 def split_key(seed, fold):

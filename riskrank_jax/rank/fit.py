@@ -5,7 +5,8 @@
     ranker.save("my_ranker")                     # then: riskrank-jax rank ... --model my_ranker
     ranker, report = fit_ranker(files, "log.jsonl", config=FitConfig(tune_encoder=FIT_TUNE_CONFIG))
 
-A seeded ``heldout_fraction`` of the logged queries is held out (``model.heldout``). The dual heads
+A seeded ``heldout_fraction`` of the logged queries is held out (``model.heldout``), every copy of a repeated
+request on the same side. The dual heads
 (``model.train.train_models``, one fold, the given seeds) are trained on the rest, with the registry's
 assessed risk levels as the risk target, and scored as a Ranker (head f_rel − λ·risk, graph with co-occurrence edges from the training queries) on
 the held-out queries by NDCG@k, against the zero-shot ranker (``Ranker.from_registry``'s defaults). When
@@ -120,15 +121,21 @@ def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig, progress: boo
                         TrainRun(tuple(seeds), progress=progress))
 
 
-def _heldout(size: int, config: FitConfig, log_path) -> np.ndarray:
-    """bool [Q]: the held-out queries (``model.heldout.heldout_split``, drawn from the first seed); DataError when
-    too few are left on either side."""
+def _heldout(queries, config: FitConfig, log_path) -> np.ndarray:
+    """bool [Q]: the held-out queries (``model.heldout.heldout_split``, drawn from the first seed), every copy of
+    a request text on one side: a request the log repeats is never scored held out after training on it;
+    DataError when too few are left on either side."""
     from riskrank_jax.model.heldout import heldout_split
 
     if not 0.0 < config.heldout_fraction < 1.0:
         raise DataError(f"heldout_fraction must be in (0, 1), got {config.heldout_fraction}", log_path)
-    train, held_ids = heldout_split(np.arange(size), config.heldout_fraction, config.seeds[0])
-    if held_ids.size < 1 or train.size < 2:
+    size, texts = len(queries), np.asarray(queries, dtype=str)
+    distinct = np.unique(texts).size
+    if distinct < 3:
+        raise DataError(f"{size} logged queries, {distinct} distinct; need at least 3 distinct requests (a share of "
+                        f"{config.heldout_fraction:g} of them is held out to check the trained ranker)", log_path)
+    _, held_ids = heldout_split(np.arange(size), config.heldout_fraction, config.seeds[0], groups=texts)
+    if held_ids.size < 1 or size - held_ids.size < 2:
         raise DataError(f"{size} logged queries; need at least 3 (a share of {config.heldout_fraction:g} is held "
                         "out to check the trained ranker)", log_path)
     held = np.zeros(size, bool)
@@ -153,7 +160,7 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
     zero = Ranker.from_registry(files, encoder=encoder, cache=cache, config=zero_shot_config,
                                 risk_head=risk_head, trust_annotations=trust_annotations)
     log = read_query_log(log_path, zero.tool_names)
-    held = _heldout(log.size, config, log_path)
+    held = _heldout(log.queries, config, log_path)
     _check_tune(config, zero, log.gold)
     k = min(config.k, zero.size)
     q_emb = embed_texts(zero.query_encoder(), list(log.queries), cache)
