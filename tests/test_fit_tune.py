@@ -155,9 +155,10 @@ def test_a_long_log_keeps_the_layers_measured_held_out_instead_of_tuning_again(w
     assert [p.name for p in key.iterdir()] == ["heldout-seed0"]
     # the log repeats some requests: every copy is on one side of fit's split, 36 rows of 35 distinct held out (20 % of 173)
     texts = np.asarray([q for q, _ in world["alias"]], dtype=str)
-    held = texts[_held_out_ids(world, None)]
+    held_ids = _held_out_ids(world, None)
+    held = texts[held_ids]
     assert len(set(texts)) < len(texts) and report["heldout"] == held.size == 36 and len(set(held)) == 35
-    assert not set(held) & set(texts[np.setdiff1d(np.arange(texts.size), _held_out_ids(world, None))])
+    assert not set(held) & set(texts[np.setdiff1d(np.arange(texts.size), held_ids)])
     assert np.abs(ranker.tool_emb - ranker.encoder.encode(list(world["zero"].tool_texts))).max() < 1e-5
 
 

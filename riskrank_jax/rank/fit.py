@@ -130,14 +130,12 @@ def _heldout(queries, config: FitConfig, log_path) -> np.ndarray:
     if not 0.0 < config.heldout_fraction < 1.0:
         raise DataError(f"heldout_fraction must be in (0, 1), got {config.heldout_fraction}", log_path)
     size, texts = len(queries), np.asarray(queries, dtype=str)
-    distinct = np.unique(texts).size
-    if distinct < 3:
-        raise DataError(f"{size} logged queries, {distinct} distinct; need at least 3 distinct requests (a share of "
-                        f"{config.heldout_fraction:g} of them is held out to check the trained ranker)", log_path)
     _, held_ids = heldout_split(np.arange(size), config.heldout_fraction, config.seeds[0], groups=texts)
-    if held_ids.size < 1 or size - held_ids.size < 2:
-        raise DataError(f"{size} logged queries; need at least 3 (a share of {config.heldout_fraction:g} is held "
-                        "out to check the trained ranker)", log_path)
+    distinct = np.unique(texts).size
+    if distinct < 3 or size - held_ids.size < 2:
+        raise DataError(f"{size} logged queries, {distinct} distinct; need at least 3 distinct "
+                        f"requests (a share of {config.heldout_fraction:g} of them is held out to check the trained "
+                        "ranker)", log_path)
     held = np.zeros(size, bool)
     held[held_ids] = True
     return held
@@ -248,6 +246,7 @@ class _TuneRun:
         enc = zero.query_encoder()
         self.enc = enc.load() if hasattr(enc, "load") else enc
         self.zero, self.log, self.held, self.config, self.progress = zero, log, held, config, progress
+        self.n_train = int((~held).sum())
         self.tune = config.tune_encoder
         texts, where, rows = list(zero.tool_texts), {}, []
         for q in log.queries:  # each unique query text once
@@ -309,14 +308,13 @@ class _TuneRun:
         return float(np.mean(self.ndcg))
 
     def _why_not_retrained(self) -> str:
-        if not self.config.tune_retrain:
-            return ""
         from riskrank_jax.model.encoder_tune import epochs_run
 
-        n_train = int((~self.held).sum())
+        if not self.config.tune_retrain:
+            return ""
         return (f" (a long log: the step budget, {self.tune.step_budget} steps, cut their tuning to "
-                f"{epochs_run(self.tune, n_train)} of {self.tune.epochs} epochs, so tuning again on every query "
-                f"would take as long again to add the {self.log.size - n_train} held-out ones)")
+                f"{epochs_run(self.tune, self.n_train)} of {self.tune.epochs} epochs, so tuning again on every "
+                f"query would take as long again to add the {self.log.size - self.n_train} held-out ones)")
 
     def final(self, report: dict, today: float, work_dir) -> Ranker:
         """The tuned ranker (best seed; tuned again on every query when ``FitConfig.retrains``), with its encoder saved
@@ -329,7 +327,7 @@ class _TuneRun:
         k, best = report["k"], int(np.argmax(self.ndcg))
         seed = self.config.seeds[best]
         t0 = time.perf_counter()
-        retrain = self.config.retrains(int((~self.held).sum()))
+        retrain = self.config.retrains(self.n_train)
         tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})", "all")
                  if retrain else self.models[best])
         enc_dir = save_tuned_encoder(self.enc, tuned, _work_dir(work_dir) / "encoder")
