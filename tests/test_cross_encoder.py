@@ -5,7 +5,10 @@ model on held-out queries, checkpoints resume and are reused, the gate keeps the
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -26,6 +29,7 @@ VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnop
          + [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"] + FILLER + KEYWORDS
          + [f"word{i}" for i in range(60)])
 N_TOOLS, N_QUERIES = 30, 40
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _random_params(model, seed: int):
@@ -185,6 +189,92 @@ def test_init_from_encoder_takes_the_encoders_weights_and_a_seeded_head(encoder_
     np.testing.assert_array_equal(again.params["classifier"]["kernel"], ce0.params["classifier"]["kernel"])
     other = cem.init_from_encoder(d, seed=1)
     assert not np.array_equal(other.params["classifier"]["kernel"], ce0.params["classifier"]["kernel"])
+
+
+def test_init_from_encoder_params_equal_those_of_transformers_tree(encoder_dir):
+    """The BERT tree laid out from the config (``bert_weights.param_shapes``) gives the parameters that reading
+    against transformers' FlaxBertForSequenceClassification ``params_shape_tree`` gave: every leaf bit-identical,
+    in the same order, the new pooler and head drawn the same from seed 0 (the embedded MiniLM: the committed
+    results' cross-encoder; the tiny encoder); no transformers model is kept for BERT."""
+    from flax.traverse_util import flatten_dict
+    from transformers import FlaxBertForSequenceClassification
+
+    from riskrank_jax.encode import hf
+    from riskrank_jax.encode.sentence_config import default_model_dir
+
+    for d in (default_model_dir(), encoder_dir[0]):
+        ce = cem.init_from_encoder(d, seed=0)
+        config, files = hf.load_config(d, num_labels=1), hf.weight_files(d)
+        with hf.quiet_transformers():
+            model = FlaxBertForSequenceClassification(config, _do_init=False)
+        target = flatten_dict(model.params_shape_tree)
+        loaded = hf.read_weight_files(files, target, model.base_model_prefix)
+        want = flatten_dict(cem._complete_params(d, files, config, target, loaded, 0))
+        got = flatten_dict(ce.params)
+        assert list(got) == list(want) and ce.model is None and ce.backend == "bert"
+        for key, arr in want.items():
+            assert got[key].dtype == np.float32 and np.array_equal(np.asarray(got[key]), arr), key
+
+
+def _pytorch_layout_copy(src: Path, dst: Path) -> Path:
+    """A copy of a Flax-layout safetensors BERT directory with its weights in PyTorch's names and layout
+    (``weight`` for kernels, transposed, embeddings and LayerNorm scales; metadata format "pt")."""
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dst)
+    out = {}
+    for name, arr in load_file(str(dst / "model.safetensors")).items():
+        stem, last = name.rsplit(".", 1)
+        arr = np.ascontiguousarray(arr.T) if last == "kernel" else arr  # safetensors writes a view's memory as it is
+        out[f"{stem}.{'bias' if last == 'bias' else 'weight'}"] = arr
+    save_file(out, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst
+
+
+BLOCK_FLAX = """
+import importlib.abc, json, re, sys
+FLAX = re.compile(r"transformers[.](models[.][^.]+[.])?modeling_flax_[a-z_]+$")
+tried = []
+class BlockFlax(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if FLAX.match(name):
+            tried.append(name)
+            raise ImportError(f"blocked: {name} (transformers without Flax code)")
+sys.meta_path.insert(0, BlockFlax())
+from riskrank_jax.model import cross_encoder as cem
+"""
+
+
+def test_bert_cross_encoders_load_without_transformers_flax_modules(tiny_bert_dir, classifier_dir, tmp_path):
+    """In a process where every transformers Flax module (``modeling_flax_*``: the models' Flax classes, the Flax
+    base class, the PyTorch-to-Flax utilities, none of which transformers 5 has) fails to import, a BERT
+    cross-encoder still loads (``init_from_encoder`` on the tiny encoder, Flax- and PyTorch-layout safetensors;
+    ``load_cross_encoder`` on a saved BERT classifier, msgpack) and scores as it does here with them."""
+    pt_dir = _pytorch_layout_copy(tiny_bert_dir, tmp_path / "pt")
+    queries, texts = ["please key1 the data", "find key2", "delete a file"], ["key1 tool", "key7 service", "rm"]
+    code = BLOCK_FLAX + f"""
+out = {{}}
+models = (("flax", cem.init_from_encoder({str(tiny_bert_dir)!r})), ("pt", cem.init_from_encoder({str(pt_dir)!r})),
+          ("classifier", cem.load_cross_encoder({str(classifier_dir[0])!r})))
+for label, ce in models:
+    out[label] = [ce.backend, ce.score_pairs({queries!r}, {texts!r}).tolist()]
+out["tried"] = tried
+out["flax_modules"] = sorted(m for m in sys.modules if FLAX.match(m))
+print(json.dumps(out))
+"""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    # the one Flax module the BERT path asks for: transformers' PyTorch-name renaming, optional (hf.rename_pytorch_key)
+    assert set(out["tried"]) <= {"transformers.modeling_flax_pytorch_utils"} and out["flax_modules"] == []
+    here = {"flax": cem.init_from_encoder(tiny_bert_dir), "pt": cem.init_from_encoder(pt_dir),
+            "classifier": cem.load_cross_encoder(classifier_dir[0])}
+    for label, ce in here.items():
+        backend, scores = out[label]
+        assert backend == ce.backend == "bert"
+        np.testing.assert_allclose(np.asarray(scores, np.float32), ce.score_pairs(queries, texts), atol=1e-6)
+    np.testing.assert_array_equal(here["pt"].score_pairs(queries, texts), here["flax"].score_pairs(queries, texts))
 
 
 def test_training_lowers_the_loss_and_beats_the_untrained_model_on_heldout_queries(trained, task):

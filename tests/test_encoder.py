@@ -331,6 +331,59 @@ def test_weights_are_read_without_transformers_as_transformers_reads_them(minilm
         assert all(direct[k].dtype == np.float32 and np.array_equal(direct[k], ref[k]) for k in ref)
 
 
+def test_param_shapes_equal_transformers_flax_bert_trees(tiny_cls):
+    """``bert_weights.param_shapes`` lays out, from the config alone, the parameter shape tree of transformers'
+    FlaxBertModel (no head) and FlaxBertForSequenceClassification (with num_labels): the same keys in the same
+    order, shapes and dtypes (the tiny model, the embedded MiniLM, a two-label head; cross-attention layers
+    without a head: transformers' classifier class does not initialise with them)."""
+    from flax.traverse_util import flatten_dict
+    from transformers import FlaxBertForSequenceClassification, FlaxBertModel
+
+    def leaves(tree):
+        return [(k, tuple(v.shape), np.dtype(v.dtype)) for k, v in flatten_dict(tree).items()]
+
+    tiny = bert_weights.read_bert_config(tiny_cls[0])
+    minilm = bert_weights.read_bert_config(default_model_dir())
+    cross = tiny.__class__(**{**tiny.to_dict(), "add_cross_attention": True})
+    with hf.quiet_transformers():
+        for config in (tiny, minilm, cross):
+            want = FlaxBertModel(config, _do_init=False).params_shape_tree
+            assert leaves(bert_weights.param_shapes(config)) == leaves(want)
+        for config in (tiny, minilm):
+            for n in (1, 2):
+                config.num_labels = n
+                want = FlaxBertForSequenceClassification(config, _do_init=False)
+                got = bert_weights.param_shapes(config, num_labels=n)
+                assert want.base_model_prefix == "bert" and list(got) == ["bert", "classifier"]
+                assert leaves(got) == leaves(want.params_shape_tree)
+    assert sum(k[0] == "encoder" and "crossattention" in k for k, _, _ in leaves(bert_weights.param_shapes(cross)))
+
+
+def test_pytorch_names_are_renamed_as_transformers_renames_them():
+    """``hf.rename_pytorch_key`` (for a transformers without Flax code) gives the key and array of transformers 4's
+    ``rename_key_and_reshape_tensor`` for every tensor of the embedded MiniLM and for the other layouts it knows
+    (old-style gamma / beta, batch-norm statistics, convolutions, weight norm)."""
+    from flax.traverse_util import flatten_dict
+    from safetensors.numpy import load_file
+    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
+
+    model_dir = default_model_dir()
+    target = flatten_dict(bert_weights.param_shapes(bert_weights.read_bert_config(model_dir), num_labels=1))
+    cases = [(tuple(k.split(".")), v, target, "bert") for k, v in load_file(str(hf.weight_files(model_dir)[0])).items()]
+    rng = np.random.default_rng(0)
+    other = {("norm", "weight"): (3,), ("bn", "scale"): (3,), ("lin", "weight"): (3,)}  # a weight kept as it is
+    for key, shape in {("norm", "gamma"): (3,), ("ln", "gamma"): (3,), ("ln", "beta"): (3,),
+                       ("bn", "running_mean"): (3,), ("bn", "running_var"): (3,), ("bn", "weight"): (3,),
+                       ("conv", "weight"): (4, 3, 2, 2), ("lin", "weight"): (3,), ("dense", "weight"): (2, 3),
+                       ("conv", "parametrizations", "weight", "original0"): (1, 1, 3),
+                       ("conv", "parametrizations", "weight", "original1"): (4, 3, 2)}.items():
+        cases.append((key, rng.standard_normal(shape).astype(np.float32), other, "model"))
+    for key, arr, tgt, prefix in cases:
+        want_key, want = rename_key_and_reshape_tensor(key, arr, tgt, prefix)
+        got_key, got = hf.rename_pytorch_key(key, arr, tgt, prefix)
+        assert got_key == want_key and got.shape == want.shape and np.array_equal(got, want), key
+
+
 def test_a_second_load_uses_the_saved_state_without_transformers(minilm, reference, tmp_path):
     """The first load leaves <cache>/encoders/<dir hash>.json: the weights' sha256 keyed by (path, size, mtime) and
     the fast tokenizer's backend state; a fresh process then loads without importing transformers or flax and

@@ -3,10 +3,14 @@
     fields = bert_fields(model_dir)            # BertFields from config.json alone (None: not plain BERT)
     params = direct_params(files, fields)      # safetensors read straight, without transformers or flax
     params = flax_params(model_dir, read_bert_config(model_dir), files)   # any layout, through encode/hf.py
+    shapes = param_shapes(config, num_labels=1)  # the tree's shapes (with a classifier head), from the config
 
 A plain BERT `config.json` and float32/float16 safetensors weights are read directly (the same arrays as
 transformers' FlaxBertModel loading; ``direct_params``), so a warm start imports neither transformers nor flax;
-other layouts (.bin, msgpack, bf16 tensors) load through transformers (``flax_params``). The arrays are the same.
+other layouts (msgpack, bf16 tensors) are read by encode/hf.py into the tree ``param_shapes`` lays out (the key
+names and shapes of transformers' FlaxBertModel / FlaxBertForSequenceClassification, built from the config
+without transformers' Flax classes); only a PyTorch .bin file goes through transformers' FlaxBertModel (and
+torch). The arrays are the same.
 
 Why two readers: the direct one keeps transformers out of a start; the other reads everything transformers reads.
 """
@@ -64,6 +68,66 @@ def bert_fields(model_dir: Path) -> BertFields | None:
         return None
 
 
+def _body_shapes(config) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """{flat key: shape} of FlaxBertModel's parameters (embeddings, encoder layers, pooler) for a BERT config (a
+    transformers BertConfig or BertFields: its sizes alone)."""
+    h, i = int(config.hidden_size), int(config.intermediate_size)
+    shapes: dict[tuple[str, ...], tuple[int, ...]] = {}
+
+    def dense(key: tuple, n_in: int, n_out: int) -> None:
+        shapes[key + ("kernel",)], shapes[key + ("bias",)] = (n_in, n_out), (n_out,)
+
+    def layer_norm(key: tuple) -> None:
+        shapes[key + ("scale",)] = shapes[key + ("bias",)] = (h,)
+
+    tables = (("word_embeddings", config.vocab_size), ("position_embeddings", config.max_position_embeddings),
+              ("token_type_embeddings", config.type_vocab_size))
+    for table, rows in tables:
+        shapes[("embeddings", table, "embedding")] = (int(rows), h)
+    layer_norm(("embeddings", "LayerNorm"))
+    attentions = ("attention", "crossattention") if getattr(config, "add_cross_attention", False) else ("attention",)
+    for n in range(int(config.num_hidden_layers)):
+        base = ("encoder", "layer", str(n))
+        for att in attentions:
+            for name in ("query", "key", "value"):
+                dense(base + (att, "self", name), h, h)
+            dense(base + (att, "output", "dense"), h, h)
+            layer_norm(base + (att, "output", "LayerNorm"))
+        dense(base + ("intermediate", "dense"), h, i)
+        dense(base + ("output", "dense"), i, h)
+        layer_norm(base + ("output", "LayerNorm"))
+    dense(("pooler", "dense"), h, h)
+    return shapes
+
+
+def _nest(flat: dict) -> dict:
+    """Nested dicts of a {flat key: value} dict, keys sorted at every level (the order of a Flax shape tree)."""
+    tree: dict = {}
+    for key in sorted(flat):
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = flat[key]
+    return tree
+
+
+def param_shapes(config, num_labels: int | None = None) -> dict:
+    """The parameter shape tree (nested dicts of float32 ``jax.ShapeDtypeStruct``) of transformers'
+    FlaxBertModel for a BERT config, from the config's sizes alone (no transformers model is built): embeddings,
+    encoder layers (with cross-attention when ``add_cross_attention``), pooler. With ``num_labels``, that of
+    FlaxBertForSequenceClassification: {"bert": <the model's tree>, "classifier": {"bias", "kernel"}} (base-model
+    prefix "bert"). Key names, shapes and order are transformers' ``params_shape_tree``'s (keys sorted at every
+    level), so the weights read against it and the heads drawn for it are those transformers' tree gives."""
+    import jax
+
+    flat = _body_shapes(config)
+    if num_labels is not None:
+        h = int(config.hidden_size)
+        flat = {("bert",) + k: v for k, v in flat.items()}
+        flat[("classifier", "kernel")], flat[("classifier", "bias")] = (h, int(num_labels)), (int(num_labels),)
+    return _nest({k: jax.ShapeDtypeStruct(v, np.float32) for k, v in flat.items()})
+
+
 _PT_LAYER_NAMES = {"weight": "kernel", "gamma": "scale", "beta": "bias"}
 
 
@@ -100,46 +164,26 @@ def direct_params(files: list[Path], fields: BertFields) -> dict | None:
                     flat[key] = arr
     except Exception:  # noqa: BLE001 - bf16 tensors (no numpy dtype), damaged files: the transformers path reads them
         return None
-    h, i = fields.hidden_size, fields.intermediate_size
-    want = {("embeddings", "word_embeddings", "embedding"): (fields.vocab_size, h),
-            ("embeddings", "position_embeddings", "embedding"): (fields.max_position_embeddings, h),
-            ("embeddings", "token_type_embeddings", "embedding"): (fields.type_vocab_size, h),
-            ("embeddings", "LayerNorm", "scale"): (h,), ("embeddings", "LayerNorm", "bias"): (h,)}
-    for n in range(fields.num_hidden_layers):
-        base = ("encoder", "layer", str(n))
-        for sub, shape in ((("attention", "self", "query"), (h, h)), (("attention", "self", "key"), (h, h)),
-                           (("attention", "self", "value"), (h, h)), (("attention", "output", "dense"), (h, h)),
-                           (("intermediate", "dense"), (h, i)), (("output", "dense"), (i, h))):
-            want[base + sub + ("kernel",)] = shape
-            want[base + sub + ("bias",)] = shape[1:]
-        for ln in (("attention", "output", "LayerNorm"), ("output", "LayerNorm")):
-            want[base + ln + ("scale",)] = want[base + ln + ("bias",)] = (h,)
+    want = {k: shape for k, shape in _body_shapes(fields).items() if k[0] != "pooler"}
     if any(k not in flat or flat[k].shape != shape for k, shape in want.items()):
         return None
-    tree: dict = {}
-    for key in want:
-        node = tree
-        for part in key[:-1]:
-            node = node.setdefault(part, {})
-        node[key[-1]] = flat[key]
-    return tree
+    return _nest({k: flat[k] for k in want})
 
 
 def flax_params(model_dir: Path, config, files: list[Path]) -> dict:
-    """FlaxBertModel's parameter tree (numpy) read through riskrank_jax/encode/hf.py: safetensors (PyTorch- or
-    Flax-format, sharded or not) and flax_model.msgpack without the random initialisation
-    `FlaxBertModel.from_pretrained` performs (seconds of compilation on CPU); a PyTorch .bin file through
-    `from_pretrained(from_pt=True)`, which needs torch. The unused pooler head is zero-filled when absent."""
+    """FlaxBertModel's parameter tree (numpy) read through riskrank_jax/encode/hf.py against ``param_shapes``:
+    safetensors (PyTorch- or Flax-format, sharded or not) and flax_model.msgpack, without building a transformers
+    model; a PyTorch .bin file through transformers' `FlaxBertModel.from_pretrained(from_pt=True)`, which needs
+    torch. The unused pooler head is zero-filled when absent."""
     from flax.traverse_util import flatten_dict, unflatten_dict
-    from transformers import FlaxBertModel
 
-    with hf.quiet_transformers():
-        model = FlaxBertModel(config, _do_init=False)
     if files[0].suffix == ".bin":
+        from transformers import FlaxBertModel
+
         return hf.params_from_pytorch_bin(model_dir, FlaxBertModel)
-    target = flatten_dict(model.params_shape_tree)
+    target = flatten_dict(param_shapes(config))
     try:
-        loaded = hf.read_weight_files(files, target, model.base_model_prefix)
+        loaded = hf.read_weight_files(files, target, "bert")
     except Exception as e:  # noqa: BLE001 - damaged files: reported with the directory named
         raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
     # the pooler head is never used for sentence embeddings
@@ -147,4 +191,4 @@ def flax_params(model_dir: Path, config, files: list[Path]) -> dict:
     return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, pooler))
 
 
-__all__ = ["BertFields", "bert_fields", "read_bert_config", "direct_params", "flax_params"]
+__all__ = ["BertFields", "bert_fields", "read_bert_config", "param_shapes", "direct_params", "flax_params"]

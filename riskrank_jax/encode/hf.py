@@ -7,9 +7,10 @@
 
 Weights are read without transformers' random initialisation: safetensors (PyTorch or Flax layout, sharded or
 not) and flax_model.msgpack straight into the Flax parameter names, PyTorch names renamed and reshaped by
-transformers' own ``rename_key_and_reshape_tensor``; only a PyTorch ``.bin`` file goes through
-``from_pretrained(from_pt=True)``, which needs torch. A hub id is looked up in the local Hugging Face cache first
-and downloaded only when the hub answers (``WeightsAbsent`` otherwise).
+transformers' own ``rename_key_and_reshape_tensor`` (by ``rename_pytorch_key``, the same rules, where transformers
+has no Flax code: version 5); only a PyTorch ``.bin`` file goes through ``from_pretrained(from_pt=True)``, which
+needs torch. A hub id is looked up in the local Hugging Face cache first and downloaded only when the hub answers
+(``WeightsAbsent`` otherwise).
 
 Why one module: the file discovery, the readers and the hub rules are the same for every model family, so a
 fix to one reaches them all.
@@ -176,7 +177,11 @@ def read_weight_files(files: Sequence[Path], target: dict, prefix: str) -> dict:
     from flax.serialization import msgpack_restore
     from flax.traverse_util import flatten_dict
     from safetensors import safe_open
-    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
+
+    try:
+        from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
+    except ImportError:  # transformers 5 has no Flax code
+        rename_key_and_reshape_tensor = rename_pytorch_key
 
     def strip(key: tuple) -> tuple:
         return key[1:] if key[0] == prefix and len(key) > 1 else key
@@ -199,6 +204,33 @@ def read_weight_files(files: Sequence[Path], target: dict, prefix: str) -> dict:
                     key, arr = rename_key_and_reshape_tensor(key, arr, target, prefix)
                 loaded[fit(key)] = arr
     return loaded
+
+
+def rename_pytorch_key(key: tuple, arr: np.ndarray, target: dict, prefix: str) -> tuple[tuple, np.ndarray]:
+    """A PyTorch-format weight's Flax key and array, by the rules of transformers 4's
+    ``rename_key_and_reshape_tensor`` (transformers 5 has no Flax code): a LayerNorm weight / gamma becomes
+    ``scale`` and an embedding weight ``embedding`` where ``target`` (flat key -> shape, with or without the
+    base-model ``prefix``) has that name; another ``weight`` becomes a ``kernel``, transposed (a 4-D convolution
+    weight to HWIO); batch-norm running statistics become ``mean`` / ``var``, old-style gamma / beta ``weight`` /
+    ``bias``, weight-norm parametrisations ``<name>_g`` / ``<name>_v``."""
+
+    def known(k: tuple) -> bool:
+        return k in target or (prefix,) + k in target
+
+    stem, last = key[:-1], key[-1]
+    if last in ("weight", "gamma") and known(stem + ("scale",)):
+        return stem + ("scale",), arr
+    if last in ("running_mean", "running_var") and not known(key):
+        return stem + ("mean" if last == "running_mean" else "var",), arr
+    if last == "weight" and known(stem + ("embedding",)):
+        return stem + ("embedding",), arr
+    if last == "weight" and not known(key):
+        return stem + ("kernel",), (arr.transpose(2, 3, 1, 0) if arr.ndim == 4 else arr.T)
+    if last in ("gamma", "beta"):
+        return stem + ("weight" if last == "gamma" else "bias",), arr
+    if key[-3::2] in (("parametrizations", "original0"), ("parametrizations", "original1")):
+        return key[:-3] + (key[-2] + ("_g" if key[-1] == "original0" else "_v"),), arr
+    return key, arr
 
 
 def complete_params(model_dir: Path, files: Sequence[Path], target: dict, loaded: dict,
@@ -246,4 +278,4 @@ def params_from_pytorch_bin(model_dir: Path, cls, config=None):
 
 __all__ = ["HUB_PATTERNS", "WeightsAbsent", "quiet_transformers", "weight_files", "sha256_files",
            "network_available", "hub_snapshot", "resolve_model_dir", "load_config", "load_tokenizer",
-           "read_weight_files", "complete_params", "params_from_pytorch_bin"]
+           "read_weight_files", "rename_pytorch_key", "complete_params", "params_from_pytorch_bin"]

@@ -7,20 +7,21 @@ loading and forward pass (training and the gate: riskrank_jax/model/cross_encode
 
 A BERT classifier (the cross-encoder trained here from the bi-encoder, the ms-marco MiniLM baselines) runs the
 project's one BERT forward pass (``encode.bert.sequence_classifier_logits``, the bi-encoder's and the tuner's
-layers); other families run transformers' Flax classes (``FlaxAutoModelForSequenceClassification``'s mapping,
-``FlaxT5ForConditionalGeneration`` for monoT5). Both agree with transformers' own forward within 1e-5. Two kinds
-of model:
+layers) over the parameter tree ``encode.bert_weights.param_shapes`` lays out from the config: no transformers
+model class is built or imported (except to read a PyTorch ``.bin`` file). Other families run transformers' Flax
+classes (``FlaxAutoModelForSequenceClassification``'s mapping, ``FlaxT5ForConditionalGeneration`` for monoT5),
+imported only for them. Both agree with transformers' own forward within 1e-5. Two kinds of model:
 
 - "classifier": a *ForSequenceClassification with one logit (two logits: logit 1 − logit 0); inputs
   ``[CLS] query [SEP] tool text [SEP]`` with token types 0/1, truncated longest-first to ``max_tokens``.
 - "monot5": T5 on ``Query: q Document: d Relevant:``, scored as logit("true") − logit("false") at the first
   decoder step (the document is truncated, the ``Relevant:`` suffix kept).
 
-Weights are read by riskrank_jax/encode/hf.py, the one Hugging Face loader (the model is built with
-``_do_init=False`` and its parameters filled from safetensors / msgpack files, without transformers' random
-initialisation); a head or pooler the files lack is initialised from a fixed seed. Pairs are scored
-under ``jax.jit`` sorted by length, in batches padded to a multiple of 16 tokens (and a power of two of rows
-when a batch is short), so few shapes compile.
+Weights are read by riskrank_jax/encode/hf.py, the one Hugging Face loader, into the parameter shape tree (BERT's
+from ``param_shapes``, another family's from its transformers class built with ``_do_init=False``), without
+transformers' random initialisation; a head or pooler the files lack is initialised from a fixed seed. Pairs are
+scored under ``jax.jit`` sorted by length, in batches padded to a multiple of 16 tokens (and a power of two of
+rows when a batch is short), so few shapes compile.
 
 Why a model object: the trained model, the general-purpose baselines and their compiled programs (scoring and
 the training step, shared by ``with_params``) travel together.
@@ -42,6 +43,7 @@ import optax
 
 from riskrank_jax.encode import hf
 from riskrank_jax.encode.bert import ACTIVATIONS, BertShape, sequence_classifier_logits
+from riskrank_jax.encode.bert_weights import param_shapes
 from riskrank_jax.encode.hf import WeightsAbsent
 from riskrank_jax.model.heldout import GATES
 from riskrank_jax.encode.sentence_config import default_model_dir
@@ -132,24 +134,26 @@ def _bert_forward(shape: BertShape, params, ids, mask, types):
     return _classifier_score(sequence_classifier_logits(params, ids, mask, types, shape))
 
 
-def _runs_on_bert_py(model, kind: str) -> bool:
-    """Whether a model is a BERT sequence classifier the project's own BERT forward pass runs (a BERT body, its
-    pooler and a classifier head); other families (RoBERTa, XLM-R, T5) run through transformers."""
-    tree = getattr(model, "params_shape_tree", None) or {}
-    return (kind == "classifier" and model.config.model_type == "bert" and set(tree) == {"bert", "classifier"}
-            and "pooler" in tree["bert"] and str(getattr(model.config, "hidden_act", "")) in ACTIVATIONS)
+def _runs_on_bert_py(config, kind: str) -> bool:
+    """Whether a model is a BERT sequence classifier the project's own BERT forward pass runs (the tree of
+    transformers' FlaxBertForSequenceClassification: a BERT body, its pooler and a classifier head; an activation
+    encode/bert.py has); other families (RoBERTa, XLM-R, T5) run through transformers."""
+    return (kind == "classifier" and config.model_type == "bert"
+            and str(getattr(config, "hidden_act", "")) in ACTIVATIONS)
 
 
 class CrossEncoder:
-    """A transformers Flax pair model, its params and tokenizer. Build it with ``load_cross_encoder`` or
+    """A pair model: its transformers config, params and tokenizer, and, for a family other than BERT,
+    transformers' Flax model (``model``; None for BERT). Build it with ``load_cross_encoder`` or
     ``init_from_encoder``; ``with_params`` gives the same model with other weights (sharing compiled code)."""
 
-    def __init__(self, model, params, tokenizer, kind: str, name: str, *, max_tokens: int = 128,
+    def __init__(self, config, params, tokenizer, kind: str, name: str, *, model=None, max_tokens: int = 128,
                  _shared: dict | None = None):
         if kind not in KINDS:
             raise RiskRankError(f"cross-encoder kind must be one of {list(KINDS)}, got {kind!r}")
-        self.model, self.params, self.tokenizer, self.kind, self.name = model, params, tokenizer, kind, name
-        limit = _position_limit(model.config)
+        self.config, self.model, self.params, self.tokenizer = config, model, params, tokenizer
+        self.kind, self.name = kind, name
+        limit = _position_limit(config)
         self.max_tokens = int(max_tokens if limit is None else min(max_tokens, limit))
         self._shared = _shared if _shared is not None else self._build_shared()
 
@@ -159,8 +163,11 @@ class CrossEncoder:
         if self.kind == "monot5":
             vocab = tok.get_vocab()
             labels = tuple(vocab.get(f"▁{w}", tok.convert_tokens_to_ids(w)) for w in ("true", "false"))
-        if _runs_on_bert_py(self.model, self.kind):
-            backend, fn = "bert", functools.partial(_bert_forward, BertShape.from_config(self.model.config))
+        if _runs_on_bert_py(self.config, self.kind):
+            backend, fn = "bert", functools.partial(_bert_forward, BertShape.from_config(self.config))
+        elif self.model is None:
+            raise RiskRankError(f"{self.name}: a {self.config.model_type!r} {self.kind} runs through transformers' "
+                                "Flax class; none was given")
         else:
             backend, fn = "transformers", functools.partial(_forward, self.model, self.kind, labels)
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
@@ -187,7 +194,7 @@ class CrossEncoder:
 
     def with_params(self, params, *, max_tokens: int | None = None) -> CrossEncoder:
         """The same model with other weights (and pair length cap), sharing the compiled programs."""
-        return CrossEncoder(self.model, params, self.tokenizer, self.kind, self.name,
+        return CrossEncoder(self.config, params, self.tokenizer, self.kind, self.name, model=self.model,
                             max_tokens=self.max_tokens if max_tokens is None else max_tokens, _shared=self._shared)
 
     def __repr__(self) -> str:
@@ -211,7 +218,7 @@ class CrossEncoder:
         """int32 (ids, mask, types) [rows, L], L = the longest pair rounded up to a multiple of 16 (within the
         position table); rows beyond len(ids) are one-token dummies."""
         longest = max([len(x) for x in ids] + [1])
-        limit = _position_limit(self.model.config)
+        limit = _position_limit(self.config)
         length = _round_up(longest, LENGTH_MULTIPLE)
         length = length if limit is None else max(longest, min(length, limit))
         out_ids = np.full((rows, length), self._shared["pad_id"], np.int32)
@@ -271,15 +278,17 @@ def flax_t5_compat() -> None:
 
 
 def _flax_class(config, kind: str, model_dir: Path):
-    """transformers' Flax class for the kind: a sequence-classification class, or FlaxT5ForConditionalGeneration."""
-    from transformers import FlaxT5ForConditionalGeneration
-    from transformers.models.auto.modeling_flax_auto import FLAX_MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
-
+    """transformers' Flax class for the kind: a sequence-classification class, or FlaxT5ForConditionalGeneration
+    (imported here, for the families that need it: BERT runs without it)."""
     if kind == "monot5":
         if config.model_type != "t5":
             raise RiskRankError(f"{model_dir}: kind 'monot5' needs a T5 model, got model_type {config.model_type!r}")
+        from transformers import FlaxT5ForConditionalGeneration
+
         flax_t5_compat()
         return FlaxT5ForConditionalGeneration
+    from transformers.models.auto.modeling_flax_auto import FLAX_MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
+
     try:
         return FLAX_MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING[type(config)]
     except KeyError:
@@ -294,43 +303,51 @@ def _new_weight(key: tuple, shape: tuple, rng: np.random.Generator, init_range: 
     return np.ones(shape, np.float32) if key[-1] == "scale" else np.zeros(shape, np.float32)
 
 
-def _complete_params(model_dir: Path, files: list[Path], model, loaded: dict, seed: int) -> dict:
-    """The full parameter tree: ``loaded`` plus new heads / poolers from ``seed``; a missing or mis-shaped body
-    weight is a RiskRankError."""
-    from flax.traverse_util import flatten_dict, unflatten_dict
+def _complete_params(model_dir: Path, files: list[Path], config, target: dict, loaded: dict, seed: int) -> dict:
+    """The full parameter tree of ``target`` (flat key -> shape): ``loaded`` plus new heads / poolers from ``seed``
+    (drawn in ``target``'s sorted key order); a missing or mis-shaped body weight is a RiskRankError."""
+    from flax.traverse_util import unflatten_dict
 
     rng = np.random.default_rng([int(seed), 29])
-    init_range = float(getattr(model.config, "initializer_range", 0.02))
+    init_range = float(getattr(config, "initializer_range", 0.02))
 
     def new(key: tuple, shape: tuple) -> np.ndarray | None:
         is_head = "classifier" in key or "pooler" in key or "score" in key
         return _new_weight(key, shape, rng, init_range) if is_head else None
 
-    return unflatten_dict(hf.complete_params(model_dir, files, flatten_dict(model.params_shape_tree), loaded, new))
+    return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, new))
+
+
+def _flax_model(config, kind: str, model_dir: Path):
+    """transformers' Flax model of a family other than BERT, built without parameters (``_do_init=False``)."""
+    cls = _flax_class(config, kind, model_dir)
+    with hf.quiet_transformers():
+        return cls(config, _do_init=False)
 
 
 def _load_dir(model_dir: Path, name: str, kind: str | None, max_tokens: int, seed: int,
               num_labels: int | None = None) -> CrossEncoder:
     config = hf.load_config(model_dir, **({} if num_labels is None else {"num_labels": num_labels}))
     kind = kind or ("monot5" if config.model_type == "t5" else "classifier")
-    cls = _flax_class(config, kind, model_dir)
+    bert = _runs_on_bert_py(config, kind)
+    model = None if bert else _flax_model(config, kind, model_dir)
     files = hf.weight_files(model_dir)
     if not files:
         raise WeightsAbsent(f"{model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)")
-    with hf.quiet_transformers():
-        model = cls(config, _do_init=False)
     if files[0].suffix == ".bin":
+        cls = type(model) if model is not None else _flax_class(config, kind, model_dir)
         params = hf.params_from_pytorch_bin(model_dir, cls, config)
     else:
         from flax.traverse_util import flatten_dict
 
+        target = flatten_dict(param_shapes(config, config.num_labels) if bert else model.params_shape_tree)
         try:
-            loaded = hf.read_weight_files(files, flatten_dict(model.params_shape_tree), model.base_model_prefix)
+            loaded = hf.read_weight_files(files, target, "bert" if bert else model.base_model_prefix)
         except Exception as e:  # damaged files: reported with the directory named
             raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
-        params = _complete_params(model_dir, files, model, loaded, seed)
+        params = _complete_params(model_dir, files, config, target, loaded, seed)
     params = jax.tree.map(jnp.asarray, params)  # on the device once, whichever file the weights came from
-    return CrossEncoder(model, params, hf.load_tokenizer(model_dir), kind, name, max_tokens=max_tokens)
+    return CrossEncoder(config, params, hf.load_tokenizer(model_dir), kind, name, model=model, max_tokens=max_tokens)
 
 
 def load_cross_encoder(name_or_path: str | os.PathLike, *, kind: str | None = None, max_tokens: int = 128,
@@ -345,8 +362,8 @@ def load_cross_encoder(name_or_path: str | os.PathLike, *, kind: str | None = No
 def init_from_encoder(model_dir: str | os.PathLike | None = None, *, seed: int = 0,
                       max_tokens: int = 128) -> CrossEncoder:
     """A "classifier" cross-encoder from a bi-encoder BERT directory (default: the embedded all-MiniLM-L6-v2):
-    FlaxBertForSequenceClassification with num_labels=1, the encoder's weights, and the new pooler / head
-    (those the files lack) drawn from ``seed``."""
+    FlaxBertForSequenceClassification's parameter tree with num_labels=1, the encoder's weights, and the new
+    pooler / head (those the files lack) drawn from ``seed``."""
     path = Path(model_dir).expanduser() if model_dir is not None else default_model_dir()
     if not path.is_dir():
         raise RiskRankError(f"{path}: no such model directory")
