@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -151,7 +152,8 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
     temporary directory removed when the process exits). checkpoint_dir: where each encoder-tuning run keeps its
     orbax checkpoints, under a key of the registry, the log, the encoder and the config (None: none kept); a
     killed fit run again with the same inputs resumes each tuning run where it stopped, and a finished one is
-    reused without training."""
+    reused without training (with progress, a line on stderr says so: "fit: resuming tuning run KEY/heldout-seed0
+    at step 10 of 20"; tests/test_fit_kill_resume.py)."""
     from riskrank_jax.encode.embedding_cache import embed_texts
 
     t_start = time.perf_counter()
@@ -280,6 +282,9 @@ class _TuneRun:
         from riskrank_jax.model.encoder_tune import tune_encoder
 
         ckpt = None if self.run_root is None else self.run_root / f"{phase}-seed{seed}"
+        note = None if ckpt is None or not self.progress else _checkpoint_note(ckpt)
+        if note is not None:
+            print(f"fit: {note}", file=sys.stderr, flush=True)
         return tune_encoder(self.enc, self.states, self.query_rows, self.tool_rows, self.log.gold, train_idx,
                             self.hard, seed, self.tune, progress=self.progress, desc=desc, checkpoint_dir=ckpt,
                             data_id=self.data_id)
@@ -342,6 +347,29 @@ class _TuneRun:
                           "saved with the ranker as encoder/")
         ranker = _tuned_ranker(self.zero, t_emb, tuned_enc.model_id, {**self.zero.provenance, "fit": report})
         return dataclasses.replace(ranker, encoder=tuned_enc)
+
+
+def _checkpoint_note(ckpt: Path) -> str | None:
+    """One line on what a tuning run's checkpoint directory holds before the run: "resuming tuning run KEY/RUN at
+    step N of M" (its last saved step, where the tuner goes on) or "reusing the finished tuning run KEY/RUN (M
+    steps)"; None for a new run, or a directory the tuner will set aside (``model.checkpoints.RunStore.open``
+    warns then)."""
+    from riskrank_jax.model.checkpoints import RUN_FILE, RunStore, read_run
+
+    if not (ckpt / RUN_FILE).is_file():
+        return None
+    name = f"{ckpt.parent.name}/{ckpt.name}"
+    store = RunStore(ckpt, {}, "")
+    try:
+        saved = read_run(ckpt)
+        total, step = int(saved["config"]["train_config"]["epochs"]), int(store.latest_step() or 0)
+    except Exception:  # noqa: BLE001 - a damaged directory: the tuner sets it aside and says why
+        return None
+    finally:
+        store.close()
+    if saved.get("status") == "completed" and step == total:
+        return f"reusing the finished tuning run {name} ({total} steps)"
+    return f"resuming tuning run {name} at step {step} of {total}" if step > 0 else None
 
 
 def _run_key(zero: Ranker, log, held, encoder_id: str, config: FitConfig) -> str:
