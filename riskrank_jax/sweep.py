@@ -16,7 +16,6 @@ import click
 from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, seeds_option)
 from riskrank_jax.experiments.config import ConfigError, SweepConfig, config_with
-from riskrank_jax.experiments.jobs import default_jobs
 from riskrank_jax.experiments.run import ALL_BENCHMARKS, run_tasks
 from riskrank_jax.experiments.variants import select_variants
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR, resolve_runs_dir
@@ -120,10 +119,11 @@ SWEEP_OPTIONS = (
                  "same configuration (otherwise reused, and said so)."),
     click.option("--no-compile-cache", is_flag=True, help="Do not keep compiled XLA programs in <embedding cache>/xla/ "
                  "(kept by default: a later sweep loads them instead of compiling, same results)."),
-    click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-                 help="Benchmarks run at once, each in a worker process pinned to its share of the CPUs (default: 2 "
-                      "when several are asked for on a CPU with 2+ cores; 1 with a JAX GPU/TPU plugin). 1 runs them in "
-                      "turn in this process. Same results either way; peak memory adds up over concurrent benchmarks."),
+    click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                 help="Benchmarks run at once when several are asked for, each in a fresh worker process pinned to "
+                      "its share of the CPUs. 1: one after another, so the peak memory is the largest benchmark's; "
+                      "2 is faster on a 2+ core CPU but adds the two benchmarks' memory (and, with a GPU/TPU, each "
+                      "process claims the device's memory). Same results either way."),
 )
 
 
@@ -143,7 +143,8 @@ def main(ctx, benchmarks, out_dir, update_reference, sets, show_config, force, n
     Embeds every text once (cached), trains every model of a training run in one vmapped program (checkpoints
     reused), builds the ToolGraph(s) and evaluates the variants over all λ values and seeds; writes results.json
     (with the resolved config tree under "config"), tables.md and figures under runs/<benchmark>/ (or --out DIR),
-    prints the main table and where it wrote. Several benchmarks run side by side (--jobs).
+    prints the main table and where it wrote. Several benchmarks run one after another, each in a fresh
+    process (--jobs runs several at once).
     experiments/results/ changes only with --update-reference."""
     flags = flag_overrides(ctx)
     configs = [resolved_config(name, flags, sets) for name in expand_benchmarks(benchmarks)]
@@ -153,7 +154,7 @@ def main(ctx, benchmarks, out_dir, update_reference, sets, show_config, force, n
         return
     shared = dict(workdir=output_root(out_dir, update_reference), force=force or update_reference)
     tasks = [(cfg, shared) for cfg in configs]
-    errors = run_tasks(tasks, jobs or default_jobs(len(tasks)), configs[0].runtime.cache_dir,
+    errors = run_tasks(tasks, jobs, configs[0].runtime.cache_dir,
                        keep_compiled=not no_compile_cache)
     for message in errors:
         click.echo(f"error: {message}", err=True)

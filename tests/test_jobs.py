@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from riskrank_jax.experiments.jobs import default_jobs, run_in_workers, worker_cpus
+from riskrank_jax.experiments.jobs import run_in_workers, worker_cpus
 from riskrank_jax.experiments.run import run_in_turn, run_side_by_side
 from riskrank_jax.runtime.cpus import split_cpus
 from test_sweep import BagOfWordsEncoder, tiny_benchmark, tiny_config
@@ -21,12 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 VOLATILE = {"timings", "peak_rss_mb", "finished_at", "smoothing_throughput", "side_by_side"}
 
 
-def test_default_jobs():
-    assert default_jobs(3, cpus=2, accelerator=False) == 2
-    assert default_jobs(2, cpus=16, accelerator=False) == 2
-    assert default_jobs(1, cpus=16, accelerator=False) == 1  # one benchmark: in this process
-    assert default_jobs(3, cpus=1, accelerator=False) == 1
-    assert default_jobs(3, cpus=16, accelerator=True) == 1  # each process would claim the device's memory
+def test_one_at_a_time_keeps_progress_bars_on():
+    # one worker at a time owns the terminal: its bars stay on; two at once turn them off (see above)
+    assert [v for _, v in run_in_workers(os.getenv, ["RISKRANK_PROGRESS"], jobs=1)] == [None]
 
 
 def test_workers_run_every_item_in_a_worker_process():
@@ -77,6 +74,14 @@ def test_side_by_side_equals_in_turn(tmp_path, capsys):
         alone = json.loads((tmp_path / "in_turn" / name / "results.json").read_text())
         assert side["side_by_side"] is True and alone["side_by_side"] is False  # the CPU was shared: said so
         assert "the CPU busy with them too" in (tmp_path / "side" / name / "tables.md").read_text()
+    # --jobs 1 with several benchmarks: one after another, each in a fresh worker process, not sharing the CPU
+    assert run_side_by_side([(cfg, dict(kw, workdir=tmp_path / "turn")) for cfg, kw in tasks], None, jobs=1) == []
+    assert "one after another, each in a fresh worker process" in capsys.readouterr().err
+    for name in ("tiny_a", "tiny_b"):
+        alone = json.loads((tmp_path / "turn" / name / "results.json").read_text())
+        assert alone["side_by_side"] is False
+        assert _results(tmp_path / "turn" / name / "results.json") == _results(tmp_path / "in_turn" / name /
+                                                                               "results.json")
 
 
 @pytest.mark.slow

@@ -1,10 +1,12 @@
-"""Several benchmarks of one sweep side by side, each in a worker process of its own (``--jobs``).
+"""Several benchmarks of one sweep, each in a fresh worker process of its own, ``--jobs`` at a time.
 
-    for item, result in run_in_workers(task, items, jobs=2):   # task(item) in fresh processes, as they finish
+    for item, result in run_in_workers(task, items, jobs=1):   # task(item) in fresh processes, as they finish
         ...
 
-Why: one benchmark does not keep a 2-core CPU busy. XLA compiles on one thread, and the evaluation's small
-programs leave the second core idle for a good part of each stage.
+Why a fresh process per benchmark: what one benchmark leaves behind (compiled programs, the allocator's pools)
+is gone before the next starts, so one after another (``--jobs 1``, the sweep's default) the peak memory is the
+largest benchmark's. Why side by side (``--jobs 2``): one benchmark's small programs leave the second core of a
+2-core CPU idle for part of each stage; the price is the sum of the concurrent benchmarks' memory.
 
 Each worker slot is pinned to its own share of the CPUs (``cpus.split_cpus``; on a 2-core CPU, one core each), so
 its XLA and numpy thread pools have that many threads. Unpinned, two workers with two threads each competed for
@@ -18,13 +20,13 @@ each worker holds one benchmark, so the peak of the whole run is about the sum o
 
 Workers are started with ``spawn`` (a fork of a process whose JAX runtime has threads is unsafe), one fresh
 process per item on Python >= 3.11 (so each benchmark's recorded peak memory is its own; 3.10 reuses workers),
-and run with progress bars off (``RISKRANK_PROGRESS=0``), so two bars never share one terminal line.
+and, when several run at once, with progress bars off (``RISKRANK_PROGRESS=0``), so two bars never share one
+terminal line.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib.metadata
 import multiprocessing
 import os
 import sys
@@ -35,32 +37,9 @@ from riskrank_jax.runtime.cpus import split_cpus, usable_cpus
 T = TypeVar("T")
 R = TypeVar("R")
 
-# distributions that give JAX an accelerator backend: several processes would each claim its memory
-ACCELERATOR_PLUGINS = ("jax-cuda", "jax_cuda", "jax-rocm", "jax_rocm", "libtpu", "jax-tpu", "jax_tpu")
-
-
-def accelerator_plugin_installed() -> bool:
-    """Whether a JAX GPU or TPU plugin is installed (checked without starting JAX's runtime)."""
-    for dist in importlib.metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if name.startswith(ACCELERATOR_PLUGINS):
-            return True
-    return False
-
-
-def default_jobs(n_tasks: int, *, cpus: int | None = None, accelerator: bool | None = None) -> int:
-    """Workers for ``n_tasks`` benchmarks when ``--jobs`` is not given: 1 for a single benchmark or where a JAX
-    accelerator plugin is installed (each process would claim the device's memory); otherwise up to 2 on a
-    CPU with at least 2 cores (each worker then gets its own share of the cores)."""
-    cpus = len(usable_cpus()) if cpus is None else cpus
-    accelerator = accelerator_plugin_installed() if accelerator is None else accelerator
-    if n_tasks <= 1 or accelerator or cpus < 2:
-        return 1
-    return min(2, n_tasks)
-
-
-def _worker_init(cpus) -> None:
-    os.environ["RISKRANK_PROGRESS"] = "0"
+def _worker_init(cpus, quiet: bool) -> None:
+    if quiet:
+        os.environ["RISKRANK_PROGRESS"] = "0"
     if cpus is not None:  # before JAX starts: XLA sizes its thread pool by the CPUs the process may use
         os.sched_setaffinity(0, cpus)
 
@@ -87,8 +66,9 @@ def run_in_workers(task: Callable[[T], R], items: Iterable[T], jobs: int) -> Ite
         return
     ctx = multiprocessing.get_context("spawn")
     fresh = {"max_tasks_per_child": 1} if sys.version_info >= (3, 11) else {}
-    slots = [cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init, initargs=(cpus,),
-                                    **fresh) for cpus in worker_cpus(min(jobs, len(items)))]
+    at_once = min(jobs, len(items))
+    slots = [cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
+                                    initargs=(cpus, at_once > 1), **fresh) for cpus in worker_cpus(at_once)]
     pending = list(range(len(items)))
     running: dict = {}
 
@@ -111,4 +91,4 @@ def run_in_workers(task: Callable[[T], R], items: Iterable[T], jobs: int) -> Ite
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-__all__ = ["run_in_workers", "worker_cpus", "default_jobs", "accelerator_plugin_installed", "ACCELERATOR_PLUGINS"]
+__all__ = ["run_in_workers", "worker_cpus"]

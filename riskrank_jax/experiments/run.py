@@ -318,13 +318,14 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
 
 
 def run_tasks(tasks, jobs: int, cache_dir=None, *, keep_compiled: bool = True) -> list[str]:
-    """The (SweepConfig, run_benchmark keyword arguments: workdir, force, ...) tasks: side by side in ``jobs``
-    worker processes when ``jobs`` > 1 and there are several, else in turn in this process. ``keep_compiled``:
-    compiled programs are kept under the embedding cache ``cache_dir`` (None: the default one), in ``xla/``.
-    Returns the error messages (none: every benchmark finished)."""
+    """The (SweepConfig, run_benchmark keyword arguments: workdir, force, ...) tasks: one task in this process;
+    several in worker processes, a fresh one per benchmark, ``jobs`` at a time (1: one after another, so the
+    peak memory is the largest benchmark's, not their sum). ``keep_compiled``: compiled programs are kept under
+    the embedding cache ``cache_dir`` (None: the default one), in ``xla/``. Returns the error messages (none:
+    every benchmark finished)."""
     try:
         xla_root = resolve_cache_dir(cache_dir) if keep_compiled else None
-        if jobs > 1 and len(tasks) > 1:
+        if len(tasks) > 1:
             return run_side_by_side(tasks, xla_root, jobs)
         return run_in_turn(tasks, xla_root)
     except RiskRankError as e:
@@ -333,7 +334,8 @@ def run_tasks(tasks, jobs: int, cache_dir=None, *, keep_compiled: bool = True) -
 
 def run_in_turn(tasks, compile_cache_root) -> list[str]:
     """Each (SweepConfig, run_benchmark keyword arguments) in turn in this process, sharing one encoder and the
-    compiled programs; stops at the first error (raised). Returns [] (the errors of ``run_side_by_side``)."""
+    compiled programs; stops at the first error (raised). Returns [] (the errors of ``run_side_by_side``).
+    Memory a benchmark leaves behind (compiled programs, the allocator's pools) stays for the next one."""
     if compile_cache_root is not None:
         compile_cache.enable(compile_cache_root)
     load_once = functools.lru_cache(maxsize=None)(load_encoder_lazily)  # one encoder (compiled shapes) for all
@@ -348,16 +350,21 @@ EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo", "livemcpbench")
 
 
 def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:
-    """The (SweepConfig, run_benchmark keyword arguments) tasks ``jobs`` at a time in worker processes
-    (``experiments.jobs``), the longest first; each benchmark's closing lines are printed when it finishes.
-    A failing benchmark does not stop the others; returns the error messages, "[benchmark] message"."""
+    """The (SweepConfig, run_benchmark keyword arguments) tasks in worker processes, a fresh one per benchmark,
+    ``jobs`` at a time (``experiments.jobs``), the longest first; each benchmark's closing lines are printed when
+    it finishes. A failing benchmark does not stop the others; returns the error messages, "[benchmark] message"."""
     rank = {name: i for i, name in enumerate(EXPECTED_LONGEST_FIRST)}
     order = sorted(tasks, key=lambda t: rank.get(t[0].benchmark, len(rank)))
-    click.echo(f"running {len(tasks)} benchmarks, {min(jobs, len(tasks))} at a time, each in a worker process "
-               "(--jobs); their stage lines interleave, each table follows when its benchmark finishes", err=True)
+    at_once = min(jobs, len(tasks))
+    if at_once > 1:
+        click.echo(f"running {len(tasks)} benchmarks, {at_once} at a time, each in a worker process (--jobs); their "
+                   "stage lines interleave, each table follows when its benchmark finishes", err=True)
+    else:
+        click.echo(f"running {len(tasks)} benchmarks one after another, each in a fresh worker process (so the "
+                   "peak memory is the largest one's; --jobs 2 runs two at once)", err=True)
     errors = []
-    for (cfg, _, _), (lines, error) in run_in_workers(benchmark_task, [(*t, compile_cache_root) for t in order],
-                                                      jobs):
+    for (cfg, _, _, _), (lines, error) in run_in_workers(
+            benchmark_task, [(*t, compile_cache_root, at_once > 1) for t in order], jobs):
         for line in lines:
             click.echo(line)
         if error is not None:
@@ -367,13 +374,14 @@ def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:
 
 def benchmark_task(task) -> tuple[list[str], str | None]:
     """One benchmark in a worker process: task = (SweepConfig, run_benchmark keyword arguments, compilation-cache
-    root or None). Returns (its closing lines, None), or (lines so far, the message of a RiskRankError)."""
-    cfg, kwargs, compile_cache_root = task
+    root or None, whether other benchmarks run at the same time). Returns (its closing lines, None), or (lines
+    so far, the message of a RiskRankError)."""
+    cfg, kwargs, compile_cache_root, side_by_side = task
     if compile_cache_root is not None:
         compile_cache.enable(compile_cache_root)
     lines: list[str] = []
     try:
-        run_benchmark(cfg, **kwargs, report_to=lines.append, side_by_side=True)
+        run_benchmark(cfg, **kwargs, report_to=lines.append, side_by_side=side_by_side)
     except RiskRankError as e:
         return lines, str(e)
     return lines, None
