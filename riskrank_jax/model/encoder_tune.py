@@ -507,6 +507,7 @@ class _Loop:
         import jax.numpy as jnp
 
         from riskrank_jax.model.groups import gathered
+        from riskrank_jax.runtime.heap import release_freed_heap
 
         dev = self.states.device_states
         counts, tops = [n for _, n in self.groups], None
@@ -548,6 +549,7 @@ class _Loop:
             if save:
                 self.store.save_epoch(i + 1, {"top": tops, "best": best, "losses": losses,
                                               "opt": gathered([g[3] for g in groups], counts), "scores": scores})
+            release_freed_heap()  # what the compilation, the evaluation and the save freed, so steps reuse it
         if tops is None:  # the last step neither evaluated nor saved
             tops = gathered([g[2] for g in groups], counts)
         return {"top": tops, "best": best, "losses": losses, "scores": scores}
