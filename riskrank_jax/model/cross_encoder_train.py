@@ -38,6 +38,7 @@ from riskrank_jax.model.cross_encoder import CrossEncoder, CrossEncoderConfig
 from riskrank_jax.model.heldout import gate_index, heldout_split
 from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import zscore
+from riskrank_jax.runtime.heap import release_freed_heap
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import top_order
 
@@ -200,6 +201,7 @@ def _fit(ce: CrossEncoder, plan, texts, config, store: RunStore | None, progress
         bar.set_postfix(loss=f"{losses[s]:.4f}")
         if store is not None and (s + 1 == n_steps or (s + 1) % config.checkpoint_every == 0):
             store.save_epoch(s + 1, _state(params, opt_state, s + 1, losses))
+        release_freed_heap()  # a new pair length compiles a new step; its compiler's memory goes back to the OS
     if store is not None:
         store.complete()
     return params, losses, n_steps - start, start
