@@ -24,6 +24,7 @@ Folders, in layer order (an import goes only to the same folder or to one below 
     encode/       frozen BERT-family sentence encoder and the on-disk embedding cache
     data/         benchmarks (demo, UltraTool, Seal-Tools) as plain arrays
     metrics.py, scoring.py, paths.py, errors.py   metrics, shared score definitions, locations, errors
+    permissions.py  the permission categories and the paper's keyword rule (data/, registry/ and rank/ use them)
     runtime/      logs, progress bars, CPU pinning, XLA compile cache, memory budget, heap release
 
 From a command to a number:

@@ -89,7 +89,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # riskrank_jax's folders and top-level modules, top (entry points) to bottom: a module may import from its own
 # folder or from any name below its own, never above (the package docstring is the map of this order).
 LAYERS = ("__main__", "sweep", "cli", "serve", "integrations", "experiments", "rank", "registry", "model", "retrieve",
-          "graph", "encode", "data", "metrics", "scoring", "paths", "errors", "runtime")
+          "graph", "encode", "data", "permissions", "metrics", "scoring", "paths", "errors", "runtime")
 
 
 def layer_of(module: str, layers: tuple[str, ...] = LAYERS) -> int:

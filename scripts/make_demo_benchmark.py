@@ -36,7 +36,7 @@ QUERY_COLUMNS = ("tag", "query", "gold")
 
 # Permission categories (docs/method.md): the package's own table (one definition for data and checks).
 sys.path.insert(0, str(ROOT))
-from riskrank_jax.data.permissions import PERMISSION_CATEGORIES as PERMISSION_KEYWORDS  # noqa: E402
+from riskrank_jax.permissions import PERMISSION_CATEGORIES as PERMISSION_KEYWORDS  # noqa: E402
 
 
 def read_tsv(path: Path, columns: tuple[str, ...]) -> list[list[str]]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from riskrank_jax.data import benchmark_stats, load_benchmark
-from riskrank_jax.data.permissions import permission_mask
+from riskrank_jax.permissions import permission_mask
 from riskrank_jax.data.ultratool import fold_assignment
 from riskrank_jax.errors import DataError
 

@@ -11,7 +11,7 @@ import jraph
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import permission_mask
+from riskrank_jax.permissions import permission_mask
 from riskrank_jax.graph.tool_graph import (EDGE_TYPES, GraphConfig, ToolGraph, build_fold_graphs, build_tool_graph,
                                            stats, with_edge_types)
 

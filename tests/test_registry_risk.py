@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import CATEGORY_NAMES, PERMISSION_CATEGORIES, permission_mask
+from riskrank_jax.permissions import CATEGORY_NAMES, PERMISSION_CATEGORIES, permission_mask
 from riskrank_jax.model.risk_head import (HeadConfig, RiskHead, default_head, RiskHeadConfig, levels_from_scores,
                                           train_risk_head, train_risk_heads)
 from riskrank_jax.registry import RiskHeadError, load_registry

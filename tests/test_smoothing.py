@@ -11,7 +11,7 @@ import jraph
 import numpy as np
 import pytest
 
-from riskrank_jax.data.permissions import permission_mask
+from riskrank_jax.permissions import permission_mask
 from riskrank_jax.experiments.throughput import smooth_candidates_dense, smooth_full_dense
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.smoothing import (candidate_subgraphs, prepare_graph, smooth_candidates, smooth_full,

@@ -7,7 +7,7 @@
     types.py        ToolRegistry, QuerySet, Benchmark (the array conventions of the whole package)
     ultratool.py    UltraTool's files and protocols; sealtools.py  Seal-Tools and the embedded demo
     livemcpbench.py LiveMCPBench: real MCP servers' tools and tasks (zero-shot; tools keyed by server and name)
-    labels.py       the paper's released risk labels; permissions.py  the permission categories, the paper's rule
+    labels.py       the paper's released risk labels
     jsonl.py        strict JSON / JSON Lines readers;  demo/  the embedded demo benchmark's files
 
 Why plain numpy arrays: every later stage (JAX or numpy) takes them as they are, with no conversion layer.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from riskrank_jax.data.permissions import PERMISSION_CATEGORIES, permission_mask, split_identifier
+from riskrank_jax.permissions import PERMISSION_CATEGORIES, permission_mask, split_identifier
 
 
 @dataclass(frozen=True, eq=False)

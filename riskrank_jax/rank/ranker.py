@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax.data.permissions import permission_mask
+from riskrank_jax.permissions import permission_mask
 from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
@@ -554,7 +554,7 @@ def _server_arrays(reg, encoder, cache, server_texts) -> dict:
     """{"tool_server": int32 [N], "server_emb": float32 [M, d]} of a registry of two or more sources (a source is
     an MCP server or a file): each server embedded as ``server_texts[source]`` when given, else its name's words;
     {} for a registry of one source."""
-    from riskrank_jax.data.permissions import split_identifier
+    from riskrank_jax.permissions import split_identifier
     from riskrank_jax.encode.embedding_cache import embed_texts
 
     names = list(dict.fromkeys(t.source for t in reg.tools))

@@ -52,7 +52,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from riskrank_jax.data.permissions import split_identifier
+from riskrank_jax.permissions import split_identifier
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RISK_KEYWORDS, clause_lines, group_regexes
 
@@ -411,7 +411,7 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
     stays final (source "declared"); every other level is `level_from_dimensions`, its source the dimensions'
     one line (`DimensionAssessment.source_text`); learned: the model's highest must-confirm probability
     (P(destructive), public sink, secret source, execution, money; NaN without a model); scores (r − 1)/4."""
-    from riskrank_jax.data.permissions import CATEGORY_NAMES
+    from riskrank_jax.permissions import CATEGORY_NAMES
     from riskrank_jax.registry.permissions import permission_mask_words
     from riskrank_jax.registry.risk import RiskAssessment
 

@@ -1,7 +1,7 @@
-"""The permission classifier for user registries: the categories of riskrank_jax/data/permissions.py matched on
+"""The permission classifier for user registries: the categories of riskrank_jax/permissions.py matched on
 word boundaries, with plain English inflections ("deletes", "deleted", "deleting", "scripts"), after camelCase
 and snake_case identifiers are split ("deleteFile", "run_script"). Use this one for anything that is not a
-reproduction of the paper's tables (that is ``data.permissions.permission_mask``, a substring rule).
+reproduction of the paper's tables (that is ``permissions.permission_mask``, a substring rule).
 
 Why a rule of its own: the paper's substring rule over-matches ("script" inside "description").
 """
@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from riskrank_jax.data.permissions import CATEGORY_NAMES, PERMISSION_CATEGORIES, split_identifier
+from riskrank_jax.permissions import CATEGORY_NAMES, PERMISSION_CATEGORIES, split_identifier
 
 
 def _inflected(word: str) -> str:

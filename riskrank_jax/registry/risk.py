@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from riskrank_jax.data.permissions import CATEGORY_NAMES, split_identifier
+from riskrank_jax.permissions import CATEGORY_NAMES, split_identifier
 from riskrank_jax.model.risk_head import levels_from_scores
 from riskrank_jax.registry.permissions import keyword_pattern, permission_mask_words
 from riskrank_jax.registry.registry import Registry

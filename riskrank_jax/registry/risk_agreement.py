@@ -65,7 +65,7 @@ def compare_sources(learned, texts, risk, floors: dict | None = None) -> dict:
     and the word rule, counting categories; the word rule's category floors), and the combination that
     `assess_risk` uses (continuous score and level).
     """
-    from riskrank_jax.data.permissions import permission_mask
+    from riskrank_jax.permissions import permission_mask
     from riskrank_jax.registry.permissions import permission_mask_words
     from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
     from riskrank_jax.model.risk_head import levels_from_scores

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from riskrank_jax.data.permissions import split_identifier
+from riskrank_jax.permissions import split_identifier
 
 # MCP ToolAnnotations defaults (specification of November 2025): they apply when a hint is absent or null.
 ANNOTATION_DEFAULTS: dict[str, bool] = {

@@ -8,7 +8,8 @@
 
 User registries use the word-boundary rule over the same keyword lists (riskrank_jax/registry/permissions.py).
 
-Why here: every benchmark's tools carry the paper's permission mask, and the loaders build it.
+Why at the bottom of the package (beside metrics.py), not with the benchmark loaders: the loaders build every
+benchmark tool's paper mask, and registry/ and rank/ classify user tools with the same categories.
 """
 
 from __future__ import annotations
