@@ -391,3 +391,31 @@ def test_missing_local_path_or_weights_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
     with pytest.raises(cem.WeightsAbsent, match=str(tmp_path)):
         cem.load_cross_encoder(tmp_path)
+
+
+def test_a_step_in_backward_chunks_equals_the_whole_step_and_chunks_only_what_the_budget_cannot_hold(
+        encoder_dir, task):
+    import optax
+
+    ce = cem.init_from_encoder(encoder_dir[0])
+    queries, gold, tools, first = task
+    tools_idx = np.argsort(-first[:8], axis=1)[:, :5]  # 8 queries x 5 pairs = 40 pairs
+    positive = tools_idx == gold[:8]
+    batch = cet.step_batch(ce, tools_idx, positive, np.arange(8), queries, tools, 8)
+    opt = optax.sgd(0.5)  # linear in the gradients (Adam would blow a 1e-12 gradient up to a full step)
+    results = {}
+    for name, rows in (("whole", None), ("chunks of 16", lambda m, length: 16)):
+        step = cem._make_step(ce.forward, opt, rows)
+        params, state, losses = ce.params, opt.init(ce.params), []
+        for _ in range(3):
+            params, state, loss = step(params, state, *batch)
+            losses.append(float(loss))
+        results[name] = (losses, np.concatenate([np.ravel(x) for x in jax.tree.leaves(params)]))
+    (l_whole, p_whole), (l_chunk, p_chunk) = results["whole"], results["chunks of 16"]
+    assert batch[0].shape[0] == 40 and l_whole[-1] < l_whole[0]  # 40 pairs: 3 chunks, the last padded
+    np.testing.assert_allclose(l_chunk, l_whole, rtol=1e-5)
+    assert np.abs(p_chunk - p_whole).max() < 1e-5
+    # the budget's chunking: a tiny BERT's pairs fit whole; MiniLM-sized pairs of 128 tokens are cut
+    assert ce._rows_per_chunk()(48, 128) == 48
+    shape = cem.BertShape(num_layers=6, num_heads=12, hidden=384, layer_norm_eps=1e-12, activation="gelu")
+    assert 40e6 < cem.train_bytes_per_pair(128, shape) < 55e6  # ~47 MB a pair: 22 pairs per GiB -> 16-pair chunks

@@ -48,6 +48,7 @@ from riskrank_jax.encode.hf import WeightsAbsent
 from riskrank_jax.model.heldout import GATES
 from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, balanced_step, units_per_step
 from riskrank_jax.runtime.progress import progress_bar
 
 KINDS = ("classifier", "monot5")
@@ -189,8 +190,21 @@ class CrossEncoder:
         steps = self._shared.setdefault("train_steps", {})
         if float(lr) not in steps:
             opt = optax.adam(lr)
-            steps[float(lr)] = opt, _make_step(self.forward, opt)
+            steps[float(lr)] = opt, _make_step(self.forward, opt, self._rows_per_chunk())
         return steps[float(lr)]
+
+    def _rows_per_chunk(self):
+        """``(M, L) -> pairs per backward chunk`` of a training step within the memory budget (BERT; None for
+        other families: their steps run whole). Chunks are balanced and a multiple of 8 pairs."""
+        if self.backend != "bert":
+            return None
+        shape = BertShape.from_config(self.config)
+
+        def rows(m: int, length: int) -> int:
+            fit = units_per_step(train_bytes_per_pair(length, shape), DEFAULT_MEMORY_BUDGET)
+            return balanced_step(m, fit, multiple=8)
+
+        return rows
 
     def with_params(self, params, *, max_tokens: int | None = None) -> CrossEncoder:
         """The same model with other weights (and pair length cap), sharing the compiled programs."""
@@ -383,18 +397,56 @@ def try_load_baseline(name: str, *, max_tokens: int = 128) -> CrossEncoder | str
         return f"not run: {' '.join(str(e).split())}"
 
 
-def _make_step(forward, opt):
-    """The jitted Adam step (params, opt_state, ids, mask, types, index, positive) -> (params, opt_state, loss)."""
+def _list_loss(scores, index, positive):
+    """Listwise softmax loss: scores [M] of the step's pairs, index int [B, W] into them (-1 pad), positive
+    bool [B, W] -> the mean negative log-probability of each query's gold pairs."""
+    logits = jnp.where(index >= 0, scores[jnp.maximum(index, 0)], _NEG)  # [B, W]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.where(positive, logp, 0.0).sum() / jnp.maximum(positive.sum(), 1)
+
+
+def train_bytes_per_pair(length: int, shape: BertShape) -> int:
+    """Bytes one pair of ``length`` tokens holds in a training step: every layer's activations kept for the
+    backward pass (attention weights, hidden and feed-forward states of a 4 x hidden feed-forward layer), twice
+    for their gradients (an estimate)."""
+    per_token = shape.num_layers * (shape.num_heads * length + 16 * shape.hidden)
+    return 2 * 4 * int(length) * per_token
+
+
+def _chunked_grads(forward, params, ids, mask, types, index, positive, rows: int):
+    """(loss, gradients) of ``_list_loss`` with the backward pass run ``rows`` pairs at a time: the scores of
+    every pair first (forward only), the loss's gradient per score, then each chunk's vector-Jacobian product
+    summed, so a step holds one chunk's activations."""
+    scores = forward(params, ids, mask, types)
+    loss, per_score = jax.value_and_grad(_list_loss)(scores, index, positive)
+    pad = -ids.shape[0] % rows
+    chunked = [jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1)).reshape(-1, rows, *a.shape[1:])
+               for a in (ids, mask.at[:, 0].set(1), types, per_score)]  # padding rows: one token, zero gradient
+
+    def add_chunk(acc, xs):
+        c_ids, c_mask, c_types, c_grad = xs
+        _, vjp = jax.vjp(lambda p: forward(p, c_ids, c_mask, c_types), params)
+        return jax.tree.map(jnp.add, acc, vjp(c_grad)[0]), None
+
+    grads, _ = jax.lax.scan(add_chunk, jax.tree.map(jnp.zeros_like, params), chunked)
+    return loss, grads
+
+
+def _make_step(forward, opt, rows_per_chunk=None):
+    """The jitted Adam step (params, opt_state, ids, mask, types, index, positive) -> (params, opt_state, loss).
+    ``rows_per_chunk(M, L)``: pairs per backward chunk for a step of M pairs of L tokens (None, or M or more:
+    the whole step at once)."""
 
     def loss_fn(params, ids, mask, types, index, positive):
-        scores = forward(params, ids, mask, types)  # [M]
-        logits = jnp.where(index >= 0, scores[jnp.maximum(index, 0)], _NEG)  # [B, W]
-        logp = jax.nn.log_softmax(logits, axis=-1)
-        return -jnp.where(positive, logp, 0.0).sum() / jnp.maximum(positive.sum(), 1)
+        return _list_loss(forward(params, ids, mask, types), index, positive)
 
     @jax.jit
     def step(params, opt_state, ids, mask, types, index, positive):
-        loss, grads = jax.value_and_grad(loss_fn)(params, ids, mask, types, index, positive)
+        rows = ids.shape[0] if rows_per_chunk is None else rows_per_chunk(*ids.shape)
+        if rows >= ids.shape[0]:
+            loss, grads = jax.value_and_grad(loss_fn)(params, ids, mask, types, index, positive)
+        else:
+            loss, grads = _chunked_grads(forward, params, ids, mask, types, index, positive, rows)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
