@@ -21,7 +21,8 @@ Weights are read by riskrank_jax/encode/hf.py, the one Hugging Face loader, into
 from ``param_shapes``, another family's from its transformers class built with ``_do_init=False``), without
 transformers' random initialisation; a head or pooler the files lack is initialised from a fixed seed. Pairs are
 scored under ``jax.jit`` sorted by length, in batches padded to a multiple of 16 tokens (and a power of two of
-rows when a batch is short), so few shapes compile.
+rows when a batch is short), so few shapes compile. A BERT training step whose pairs' activations would exceed
+the memory budget runs its backward pass in chunks of pairs (``_chunked_grads``), the same gradient summed.
 
 Why a model object: the trained model, the general-purpose baselines and their compiled programs (scoring and
 the training step, shared by ``with_params``) travel together.
