@@ -418,4 +418,4 @@ def test_a_step_in_backward_chunks_equals_the_whole_step_and_chunks_only_what_th
     # the budget's chunking: a tiny BERT's pairs fit whole; MiniLM-sized pairs of 128 tokens are cut
     assert ce._rows_per_chunk()(48, 128) == 48
     shape = cem.BertShape(num_layers=6, num_heads=12, hidden=384, layer_norm_eps=1e-12, activation="gelu")
-    assert 40e6 < cem.train_bytes_per_pair(128, shape) < 55e6  # ~47 MB a pair: 22 pairs per GiB -> 16-pair chunks
+    assert 40e6 < cem.train_bytes_per_pair(128, shape) < 55e6  # ~47 MB a pair: 22 pairs per GiB

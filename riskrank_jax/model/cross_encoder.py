@@ -195,15 +195,17 @@ class CrossEncoder:
         return steps[float(lr)]
 
     def _rows_per_chunk(self):
-        """``(M, L) -> pairs per backward chunk`` of a training step within the memory budget (BERT; None for
-        other families: their steps run whole). Chunks are balanced and a multiple of 8 pairs."""
+        """``(M, L) -> pairs per backward chunk`` of a training step within the memory budget, less what the step
+        holds whatever the chunk (parameters, gradients, Adam's two moments); BERT only (None for other families:
+        their steps run whole). Chunks are balanced (equal sizes, the fewest that fit)."""
         if self.backend != "bert":
             return None
         shape = BertShape.from_config(self.config)
+        fixed = 4 * sum(int(np.size(x)) * 4 for x in jax.tree.leaves(self.params))
 
         def rows(m: int, length: int) -> int:
-            fit = units_per_step(train_bytes_per_pair(length, shape), DEFAULT_MEMORY_BUDGET)
-            return balanced_step(m, fit, multiple=8)
+            per_pair = train_bytes_per_pair(length, shape)
+            return balanced_step(m, units_per_step(per_pair, max(DEFAULT_MEMORY_BUDGET - fixed, per_pair)))
 
         return rows
 
