@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import time
 from datetime import datetime
@@ -319,8 +320,8 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
 
 def run_tasks(tasks, jobs: int, cache_dir=None, *, keep_compiled: bool = True) -> list[str]:
     """The (SweepConfig, run_benchmark keyword arguments: workdir, force, ...) tasks: one task in this process;
-    several in worker processes, a fresh one per benchmark, ``jobs`` at a time (1: one after another, so the
-    peak memory is the largest benchmark's, not their sum). ``keep_compiled``: compiled programs are kept under
+    several in worker processes, a fresh one per benchmark, ``jobs`` at a time (1: one after another, the last in
+    this process, so the peak memory is the largest benchmark's, not their sum). ``keep_compiled``: compiled programs are kept under
     the embedding cache ``cache_dir`` (None: the default one), in ``xla/``. Returns the error messages (none:
     every benchmark finished)."""
     try:
@@ -351,8 +352,9 @@ EXPECTED_LONGEST_FIRST = ("ultratool", "sealtools", "demo", "livemcpbench")
 
 def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:
     """The (SweepConfig, run_benchmark keyword arguments) tasks in worker processes, a fresh one per benchmark,
-    ``jobs`` at a time (``experiments.jobs``), the longest first; each benchmark's closing lines are printed when
-    it finishes. A failing benchmark does not stop the others; returns the error messages, "[benchmark] message"."""
+    ``jobs`` at a time (``experiments.jobs``), the longest first (with ``jobs`` 1 the last one in this process,
+    after the others); each benchmark's closing lines are printed when it finishes. A failing benchmark does not
+    stop the others; returns the error messages, "[benchmark] message"."""
     rank = {name: i for i, name in enumerate(EXPECTED_LONGEST_FIRST)}
     order = sorted(tasks, key=lambda t: rank.get(t[0].benchmark, len(rank)))
     at_once = min(jobs, len(tasks))
@@ -360,11 +362,16 @@ def run_side_by_side(tasks, compile_cache_root, jobs: int) -> list[str]:
         click.echo(f"running {len(tasks)} benchmarks, {at_once} at a time, each in a worker process (--jobs); their "
                    "stage lines interleave, each table follows when its benchmark finishes", err=True)
     else:
-        click.echo(f"running {len(tasks)} benchmarks one after another, each in a fresh worker process (so the "
-                   "peak memory is the largest one's; --jobs 2 runs two at once)", err=True)
+        click.echo(f"running {len(tasks)} benchmarks one after another, each in a fresh worker process but the last, "
+                   "which runs in this one (so the peak memory is the largest one's; --jobs 2 runs two at once)",
+                   err=True)
+    items = [(*t, compile_cache_root, at_once > 1) for t in order]
+    # one at a time, the last runs here: this process would only wait for its worker, whose memory would add
+    # to this one's (JAX is loaded here already)
+    in_workers, here = (items, []) if at_once > 1 else (items[:-1], items[-1:])
     errors = []
-    for (cfg, _, _, _), (lines, error) in run_in_workers(
-            benchmark_task, [(*t, compile_cache_root, at_once > 1) for t in order], jobs):
+    for (cfg, _, _, _), (lines, error) in itertools.chain(run_in_workers(benchmark_task, in_workers, jobs),
+                                                          ((item, benchmark_task(item)) for item in here)):
         for line in lines:
             click.echo(line)
         if error is not None:
