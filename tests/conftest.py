@@ -12,6 +12,10 @@ from pathlib import Path
 import numpy as np
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+if "RISKRANK_STATE" not in os.environ:  # the gateways the tests start keep their pins here, never in ~/.local
+    import tempfile
+
+    os.environ["RISKRANK_STATE"] = tempfile.mkdtemp(prefix="riskrank-state-")
 
 import pytest
 

@@ -21,7 +21,7 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 
 from riskrank_jax.errors import ConfigError, MalformedJSONError
-from riskrank_jax.serve.config import read_config, tool_name_safe
+from riskrank_jax.serve.config import read_config
 from riskrank_jax.serve.policy import Policy, decide
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +46,8 @@ def _calls(path: Path) -> list[dict]:
     ('{\n "mcpServers": {\n  "a": {"command": "x", "headers": {}}\n }\n}', 3, "unknown key(s) headers"),
     ('{\n "mcpServers": {\n  "a": {"type": "sse", "url": "http://y"}\n }\n}', 3, "deprecated SSE"),
     ('{\n "mcpServers": {\n  "a": {"command": "x", "protocol": "v1"}\n }\n}', 3, "protocol must be one of"),
+    ('{\n "mcpServers": {\n  "a.b": {"command": "x"}\n }\n}', 3, "cannot contain '.'"),
+    ('{\n "mcpServers": {\n  "my server": {"command": "x"}\n }\n}', 3, "1-64 characters of A-Z"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "allow_level": 9\n }\n}', 3, "allow_level"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "confirm": "maybe"\n }\n}', 3, "policy.confirm"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "policy": {\n  "trusted_servers": ["b"]\n }\n}', 3,
@@ -100,7 +102,6 @@ def test_policy_order_deny_allow_level_confirm():
     d = decide(p, ("pay", "s.pay", "pay"), 4, "keywords:money")
     assert d.action == "confirm" and "risk level 4 (keywords:money)" in d.reason
     assert decide(Policy(confirm="refuse"), ("pay",), 4, "k").action == "refuse"
-    assert tool_name_safe("my server/v2") == "my_server_v2"
 
 
 # ---------------------------------------------------------------------------------------------- the gateways
@@ -130,6 +131,7 @@ class Session:
 def _gateway_env(cache: Path) -> dict:
     env = dict(os.environ)
     env["RISKRANK_CACHE"] = str(cache)
+    env["RISKRANK_STATE"] = str(cache / "state")  # this module's gateways share their pins, no other module's
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -191,26 +193,28 @@ def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
     res = stdio_gateway.search("show me what is in notes.txt", k=3)
     names = [t["name"] for t in res["tools"]]
     assert "files.read_file" in names
-    assert not {"delete_file", "helpful.delete_everything", "delete_everything"} & set(names)
+    assert not {"files.delete_file", "helpful.delete_everything"} & set(names)
     row = {t["name"]: t for t in res["tools"]}["files.read_file"]
     assert row["input_schema"]["properties"]["path"]["type"] == "string" and row["risk_level"] <= 2
     assert row["call"] == "allowed" and row["server"] == "files"
     res = stdio_gateway.search("delete the old report file", k=3)
-    row = {t["name"]: t for t in res["tools"]}["delete_file"]
+    row = {t["name"]: t for t in res["tools"]}["files.delete_file"]
     assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "destructive" in row["risk_source"]
 
 
 def test_delete_is_refused_at_the_default_policy_and_never_reaches_the_server(stdio_gateway):
     stdio_gateway.answer = "decline"
-    r = stdio_gateway.call("call_tool", {"name": "delete_file", "arguments": {"path": "report.md"}})
+    r = stdio_gateway.call("call_tool", {"name": "files.delete_file", "arguments": {"path": "report.md"}})
     assert r.is_error and "above allow_level 3" in r.content[0].text and "declined" in r.content[0].text
-    assert "delete_file" in stdio_gateway.holder["asked"]
+    assert "'files.delete_file' (server 'files')" in stdio_gateway.holder["asked"]
+    assert "Arguments: 'path'." in stdio_gateway.holder["asked"]
     assert r.structured_content["refused"] is True and r.structured_content["risk_level"] >= 4
     assert all(c["tool"] != "delete_file" for c in _calls(stdio_gateway.calls))
     line = json.loads(stdio_gateway.audit.read_text().splitlines()[-1])
-    assert line["tool"] == "delete_file" and line["decision"] == "refused" and "report.md" not in json.dumps(line)
+    assert line["tool"] == "files.delete_file" and line["decision"] == "refused" and line["rule"] == "level"
+    assert "report.md" not in json.dumps(line) and len(line["arguments_hmac"]) == 64 and line["pin"] == "accepted"
     stdio_gateway.answer = "accept"  # the user confirms: now it goes through, once
-    r = stdio_gateway.call("call_tool", {"name": "delete_file", "arguments": {"path": "report.md"}})
+    r = stdio_gateway.call("call_tool", {"name": "files.delete_file", "arguments": {"path": "report.md"}})
     assert not r.is_error and r.content[0].text == "deleted report.md"
     assert [c["arguments"] for c in _calls(stdio_gateway.calls) if c["tool"] == "delete_file"] == [
         {"path": "report.md"}]
@@ -223,34 +227,37 @@ def test_allowed_call_passes_the_downstream_result_unchanged(stdio_gateway):
     assert not r.is_error and r.content[0].text == "contents of notes.txt"
     assert r.structured_content == {"result": "contents of notes.txt"}
     r = stdio_gateway.call("call_tool", {"name": "no_such_tool", "arguments": {}})
-    assert r.is_error and "unknown tool 'no_such_tool'" in r.content[0].text
+    assert r.is_error and "unknown tool: the gateway did not list it" in r.content[0].text
+    r = stdio_gateway.call("call_tool", {"name": "read_file", "arguments": {"path": "notes.txt"}})
+    assert r.is_error and r.structured_content["rule"] == "unknown tool"  # the bare name is no identity
 
 
 def test_lying_read_only_hint_does_not_lower_risk(stdio_gateway):
     res = stdio_gateway.search("delete everything in the workspace", k=5)
     rows = {t["name"]: t for t in res["tools"] + res["held_back"]}
-    assert rows["delete_everything"]["risk_level"] >= 4, rows
-    assert "mcp:readOnlyHint" not in rows["delete_everything"]["risk_source"]
-    r = stdio_gateway.call("call_tool", {"name": "delete_everything", "arguments": {}})
+    assert rows["helpful.delete_everything"]["risk_level"] >= 4, rows
+    assert "mcp:readOnlyHint" not in rows["helpful.delete_everything"]["risk_source"]
+    r = stdio_gateway.call("call_tool", {"name": "helpful.delete_everything", "arguments": {}})
     assert r.is_error and "deny pattern" in r.content[0].text
     assert all(c["tool"] != "delete_everything" for c in _calls(stdio_gateway.calls))
 
 
 def test_money_and_credentials_need_confirmation(stdio_gateway):
     res = stdio_gateway.search("refund the customer's last payment", k=5)
-    row = {t["name"]: t for t in res["tools"] + res["held_back"]}["refund_payment"]
+    row = {t["name"]: t for t in res["tools"] + res["held_back"]}["payments.refund_payment"]
     assert row["risk_level"] >= 4
-    r = stdio_gateway.call("call_tool", {"name": "refund_payment", "arguments": {"payment_id": "p", "amount": 1}})
+    r = stdio_gateway.call("call_tool", {"name": "payments.refund_payment",
+                                         "arguments": {"payment_id": "p", "amount": 1}})
     assert r.is_error and all(c["tool"] != "refund_payment" for c in _calls(stdio_gateway.calls))
 
 
 def test_list_changed_adds_a_new_tool_to_search(stdio_gateway):
-    assert "get_forecast" not in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]
-    r = stdio_gateway.call("call_tool", {"name": "load_plugins", "arguments": {}})
+    assert "files.get_forecast" not in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]
+    r = stdio_gateway.call("call_tool", {"name": "files.load_plugins", "arguments": {}})
     assert not r.is_error, r.content[0].text
     deadline = time.time() + 60
     while time.time() < deadline:
-        if "get_forecast" in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]:
+        if "files.get_forecast" in [t["name"] for t in stdio_gateway.search("weather forecast for Paris")["tools"]]:
             break
         time.sleep(0.5)
     else:
@@ -311,7 +318,7 @@ def test_killed_server_reports_error_search_goes_on_and_it_restarts(stdio_gatewa
     deadline = time.time() + 20
     r = None
     while time.time() < deadline:
-        r = stdio_gateway.call("call_tool", {"name": "get_balance", "arguments": {"account": "acme"}})
+        r = stdio_gateway.call("call_tool", {"name": "payments.get_balance", "arguments": {"account": "acme"}})
         if r.is_error:
             break
         time.sleep(0.05)
@@ -325,7 +332,7 @@ def test_killed_server_reports_error_search_goes_on_and_it_restarts(stdio_gatewa
         time.sleep(0.25)
     else:
         pytest.fail(f"payments was not restarted: {s}")
-    r = stdio_gateway.call("call_tool", {"name": "get_balance", "arguments": {"account": "acme"}})
+    r = stdio_gateway.call("call_tool", {"name": "payments.get_balance", "arguments": {"account": "acme"}})
     assert not r.is_error and "120.00" in r.content[0].text
 
 
@@ -343,7 +350,7 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
     tickets_port, gw_port = free_port(), free_port()
     tickets = subprocess.Popen([sys.executable, str(EXAMPLES / "tickets_http_server.py"), str(tickets_port)],
                                env={**os.environ, "CALLS_LOG": str(calls)}, stderr=subprocess.DEVNULL)
-    cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["delete_file"],
+    cfg = config_for(sys.executable, str(calls), policy={"allow_level": 2, "allow": ["files.delete_file"],
                                                           "trusted_servers": ["files", "tickets"]})
     cfg["mcpServers"] = {"files": cfg["mcpServers"]["files"],
                          "tickets": {"url": f"http://127.0.0.1:{tickets_port}/mcp"}}
@@ -368,8 +375,9 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
             async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=180) as c:
                 found = await c.call_tool("search_tools", {"query": "find the support ticket about the printer"})
-                deleted = await c.call_tool("call_tool", {"name": "delete_file", "arguments": {"path": "old.txt"}})
-                refused = await c.call_tool("call_tool", {"name": "write_file",
+                deleted = await c.call_tool("call_tool", {"name": "files.delete_file",
+                                                          "arguments": {"path": "old.txt"}})
+                refused = await c.call_tool("call_tool", {"name": "files.write_file",
                                                           "arguments": {"path": "a", "content": "b"}})
             async def accept(ctx, params):  # a 2025-era client: elicitation/create mid-call
                 return types.ElicitResult(action="accept", content={"confirm": True})
@@ -378,14 +386,15 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
             async with Client(streamable_http_client(url, http_client=http), mode="legacy", elicitation_callback=accept,
                               read_timeout_seconds=180) as c:
                 assert c.protocol_version < "2026"
-                confirmed = await c.call_tool("call_tool", {"name": "write_file",
+                confirmed = await c.call_tool("call_tool", {"name": "files.write_file",
                                                             "arguments": {"path": "b", "content": "c"}})
             return found, deleted, refused, confirmed
 
         found, deleted, refused, confirmed = anyio.run(session)
         assert not confirmed.is_error and confirmed.content[0].text == "wrote 1 characters to b"
         rows = {t["name"]: t for t in found.structured_content["tools"]}
-        assert rows["search_tickets"]["server"] == "tickets" and rows["search_tickets"]["call"] == "allowed"
+        row = rows["tickets.search_tickets"]
+        assert row["server"] == "tickets" and row["call"] == "allowed"
         assert not deleted.is_error and deleted.content[0].text == "deleted old.txt"  # the policy allows it
         assert {"server": "files", "tool": "delete_file", "arguments": {"path": "old.txt"}} in _calls(calls)
         assert refused.is_error and "cannot ask the user" in refused.content[0].text  # this client cannot elicit
@@ -397,9 +406,9 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
         assert audit.read_text().endswith("\n")
         records = [json.loads(x) for x in lines]
         assert [(x["tool"], x["decision"]) for x in records] == [
-            ("delete_file", "allowed"), ("write_file", "refused"), ("write_file", "confirmed")]
+            ("files.delete_file", "allowed"), ("files.write_file", "refused"), ("files.write_file", "confirmed")]
         assert records[0]["decision"] == "allowed" and "allow pattern" in records[0]["reason"]
-        assert len(records[0]["arguments_sha256"]) == 64 and "old.txt" not in lines[0]
+        assert len(records[0]["arguments_hmac"]) == 64 and "old.txt" not in lines[0]
     finally:
         for p in (gw, tickets):
             if p.poll() is None:
@@ -440,18 +449,18 @@ def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder
     from riskrank_jax.serve.gateway import GatewayOptions
 
     config = GatewayConfig(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
-    options = GatewayOptions(tool_references=True, cache_dir=str(tmp_path))
+    options = GatewayOptions(tool_references=True, cache_dir=str(tmp_path), state_dir=str(tmp_path / "state"))
 
     async def body(client):
         found = await client.call_tool("search_tools", {"query": "read a file from the workspace", "k": 3})
-        call = await client.call_tool("call_tool", {"name": "read_file", "arguments": {"path": "a"}})
+        call = await client.call_tool("call_tool", {"name": "mcp_tools.read_file", "arguments": {"path": "a"}})
         bad_k = await client.call_tool("search_tools", {"query": "x", "k": 500})
         blank = await client.call_tool("search_tools", {"query": "  "})
         return found, call, bad_k, blank
 
     (found, call, bad_k, blank), _ = _in_process(config, options, encoder, body)
     res = found.structured_content
-    assert res["tools"][0]["name"] == "read_file" and res["tools"][0]["server"] is None
+    assert res["tools"][0]["name"] == "mcp_tools.read_file" and res["tools"][0]["server"] is None
     assert res["tools"][0]["call"].startswith("not callable")
     assert res["tool_references"] == [{"type": "tool_reference", "tool_name": t["name"]} for t in res["tools"]]
     assert call.is_error and "registry file" in call.content[0].text
@@ -469,17 +478,17 @@ def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encod
     doc["policy"]["trusted_servers"] = ["files"]
     (tmp_path / "servers.json").write_text(json.dumps(doc))
     config = read_config(tmp_path / "servers.json")
-    options = GatewayOptions(expose="filtered", cache_dir=str(tmp_path), audit_log=str(tmp_path / "audit.jsonl"))
+    options = GatewayOptions(expose="filtered", cache_dir=str(tmp_path), state_dir=str(tmp_path / "state"), audit_log=str(tmp_path / "audit.jsonl"))
 
     async def body(client):
         listed = [t.name for t in (await client.list_tools()).tools]
-        read = await client.call_tool("read_file", {"path": "notes.txt"})
-        delete = await client.call_tool("delete_file", {"path": "notes.txt"})
+        read = await client.call_tool("files.read_file", {"path": "notes.txt"})
+        delete = await client.call_tool("files.delete_file", {"path": "notes.txt"})
         return listed, read, delete
 
     (listed, read, delete), _ = _in_process(config, options, encoder, body)
-    assert {"read_file", "list_directory", "search_files"} <= set(listed)
-    assert "delete_file" not in listed and "search_tools" not in listed
+    assert {"files.read_file", "files.list_directory", "files.search_files"} <= set(listed)
+    assert "files.delete_file" not in listed and "search_tools" not in listed
     assert not read.is_error and read.content[0].text == "contents of notes.txt"
     assert delete.is_error and "above allow_level 3" in delete.content[0].text
     assert [c["tool"] for c in _calls(calls)] == ["read_file"]
@@ -498,7 +507,7 @@ def test_model_dir_is_served_while_its_tools_match(tmp_path, encoder, capfd):
     async def body(client):
         return await client.call_tool("search_tools", {"query": "read a file", "k": 3})
 
-    options = GatewayOptions(cache_dir=str(tmp_path), model=str(tmp_path / "model"))
+    options = GatewayOptions(cache_dir=str(tmp_path), model=str(tmp_path / "model"), state_dir=str(tmp_path / "st"))
     found, gw = _in_process(GatewayConfig(registries=(mcp,)), options, encoder, body)
     assert not found.is_error and gw.catalog.ranker.config.lam == 0.25  # the saved ranker's own config
     other = tmp_path / "other.json"
@@ -525,15 +534,15 @@ def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
     async def body(client):
         await client.call_tool("search_tools", {"query": "read a file"})  # waits for the first catalog
         status = (await client.call_tool("list_servers", {})).structured_content["servers"][0]
-        await client.call_tool("call_tool", {"name": "load_plugins", "arguments": {}})
+        await client.call_tool("call_tool", {"name": "files.load_plugins", "arguments": {}})
         names = []
         with anyio.move_on_after(60):
-            while "get_forecast" not in names:
+            while "files.get_forecast" not in names:
                 await anyio.sleep(0.3)
                 found = await client.call_tool("search_tools", {"query": "weather forecast for Paris"})
                 names = [t["name"] for t in found.structured_content["tools"]]
         return status, names
 
-    (status, names), _ = _in_process(config, GatewayOptions(cache_dir=str(tmp_path)), encoder, body)
+    (status, names), _ = _in_process(config, GatewayOptions(cache_dir=str(tmp_path), state_dir=str(tmp_path / "state")), encoder, body)
     assert status["state"] == "up" and status["protocol"] < "2026"
-    assert "get_forecast" in names
+    assert "files.get_forecast" in names

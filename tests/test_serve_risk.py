@@ -8,8 +8,8 @@ import json
 import pytest
 
 from riskrank_jax.serve.config import GatewayConfig
-from riskrank_jax.serve.gateway import Gateway, GatewayOptions, build_catalog, search
-from riskrank_jax.serve.policy import Policy
+from riskrank_jax.serve.gateway import Gated, Gateway, GatewayOptions, build_catalog, catalog_state, search
+from riskrank_jax.serve.policy import Policy, decide_call
 
 
 def _tool(name, description, props=None, annotations=None):
@@ -40,18 +40,26 @@ def catalog(tmp_path_factory):
 
 
 def _gateway(catalog, tmp_path, policy=Policy()):
-    gw = Gateway(GatewayConfig(policy=policy), GatewayOptions(audit_log=str(tmp_path / "audit.jsonl")))
+    gw = Gateway(GatewayConfig(policy=policy), GatewayOptions(audit_log=str(tmp_path / "audit.jsonl"),
+                                                              state_dir=str(tmp_path / "state")))
     gw.catalog = catalog
     return gw
 
 
+def _gate(catalog, name, arguments, policy=Policy(), flow=None):
+    """decide_call on the tool as the catalog assessed it (its server listing that same definition now)."""
+    i = catalog.by_name[name]
+    return i, decide_call(policy, catalog_state(catalog, i), arguments, flow)
+
+
 def test_sql_calls_are_decided_by_their_statement_and_the_audit_names_the_rule(catalog, tmp_path):
     gw = _gateway(catalog, tmp_path)
-    _, i, select = gw.gate("query", {"sql": "SELECT id, name FROM customers LIMIT 10"})
-    _, _, delete = gw.gate("query", {"sql": "DELETE FROM customers"})
+    i, select = _gate(catalog, "postgres.query", {"sql": "SELECT id, name FROM customers LIMIT 10"})
+    _, delete = _gate(catalog, "postgres.query", {"sql": "DELETE FROM customers"})
     assert (select.action, select.rule) == ("allow", "sql: one read-only statement (SELECT)")
     assert (delete.action, delete.rule) == ("confirm", "sql: DELETE is not read-only")
-    gw.record(catalog, i, "query", {"sql": "DELETE FROM customers"}, "refused", delete.reason)
+    gw.record(Gated(catalog, i, catalog_state(catalog, i), delete), "postgres.query",
+              {"sql": "DELETE FROM customers"}, "refused", delete.reason)
     line = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
     assert line["rule"] == "sql: DELETE is not read-only"
     assert "execution (sql: DELETE is not read-only)" in line["dimensions"]
@@ -59,28 +67,29 @@ def test_sql_calls_are_decided_by_their_statement_and_the_audit_names_the_rule(c
 
 
 def test_a_sink_that_passes_asks_once_untrusted_content_has_answered(catalog, tmp_path):
-    gw = _gateway(catalog, tmp_path, Policy(allow_dimensions=("public_sink", "destructive")))
+    policy = Policy(allow_dimensions=("public_sink", "destructive"))
+    gw = _gateway(catalog, tmp_path, policy)
     args = {"channel_id": "C1", "text": "hi"}
-    assert gw.gate("slack_post_message", args)[2].action == "allow"
-    fetch = catalog.by_name["fetch"]
+    assert _gate(catalog, "slack.slack_post_message", args, policy)[1].action == "allow"
+    fetch = catalog.by_name["fetch.fetch"]
     assert catalog.ranker.risk_dimensions[fetch]["untrusted_content"]["value"] is True
     gw.note_answer(catalog, fetch)
-    after = gw.gate("slack_post_message", args)[2]
+    assert gw.flows[None] == "fetch.fetch"
+    after = _gate(catalog, "slack.slack_post_message", args, policy, gw.flows[None])[1]
     assert (after.action, after.rule) == ("confirm", "session flow")
-    assert "'fetch' returned untrusted content earlier in this session" in after.reason
-    assert gw.gate("read_note", {"name": "todo"})[2].action == "allow"
+    assert "'fetch.fetch' returned untrusted content earlier in this session" in after.reason
+    assert _gate(catalog, "notes.read_note", {"name": "todo"}, policy, gw.flows[None])[1].action == "allow"
 
 
 def test_search_results_and_refusals_show_dimensions_and_sources(catalog, tmp_path):
     out = search(catalog, "post a message to the team channel", 4, Policy())
-    slack = next(t for t in out["tools"] if t["name"] == "slack_post_message")
+    slack = next(t for t in out["tools"] if t["name"] == "slack.slack_post_message")
     assert slack["dimensions"]["public_sink"] == {"value": True, "source": "keywords:post message"}
     assert slack["call"] == "needs confirmation" and "public_sink (keywords:post message)" in slack["risk_source"]
     assert len(out["tools"]) == 4  # k = every tool of the catalog
-    q = next(t for t in out["tools"] if t["name"] == "query")
+    q = next(t for t in out["tools"] if t["name"] == "postgres.query")
     assert q["call"] == "needs confirmation (allowed without it for one read-only sql argument)"
     assert q["dimensions"]["argument_rule"] == "sql:sql"
-    gw = _gateway(catalog, tmp_path, Policy(confirm="refuse"))
-    refused = gw.gate("slack_post_message", {"channel_id": "C1", "text": "hi"})[2]
+    refused = _gate(catalog, "slack.slack_post_message", {"channel_id": "C1", "text": "hi"}, Policy(confirm="refuse"))[1]
     assert refused.action == "refuse"
     assert "public_sink (keywords:post message)" in refused.reason and "confirm: refuse" in refused.reason

@@ -43,7 +43,7 @@ async def transcript(client) -> list[str]:
     await step("call_tool", {"name": "files.read_file", "arguments": {"path": "notes.txt"}})
     await step("search_tools", {"query": "refund the customer's last payment", "k": 3})
     await step("search_tools", {"query": "clean up the workspace files", "k": 2})
-    await step("call_tool", {"name": "delete_everything", "arguments": {}})
+    await step("call_tool", {"name": "helpful.delete_everything", "arguments": {}})
     return out
 
 

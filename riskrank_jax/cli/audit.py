@@ -63,15 +63,15 @@ def audit_rows(registry: Registry, risk: RiskAssessment) -> list[dict]:
     groups, or with dimensions the dimensions that hold), annotations and warnings; "dimensions": per dimension
     {"value", "source"} and the "argument_rule", or None without dimensions; "call": what the gateway's default
     policy does with a call (the decision of an argument-dependent tool without its arguments))."""
-    from riskrank_jax.serve.policy import Policy, decide
+    from riskrank_jax.serve.policy import Policy, ToolState, decide_call
 
     dims = risk.dimensions
     rows = []
     for i, t in enumerate(registry.tools):
         ann = t.annotations
         row = None if dims is None else dims.row(i)
-        d = decide(Policy(), (t.name, f"{t.source}.{t.raw_name}", t.raw_name), int(risk.levels[i]),
-                   risk.source_text(i), row)
+        d = decide_call(Policy(), ToolState(f"{t.source}.{t.raw_name}", t.source, int(risk.levels[i]),
+                                            risk.source_text(i), row, {"name": t.raw_name}))
         rows.append({
             "name": t.name, "risk": int(risk.levels[i]), "risk_source": list(risk.sources[i]),
             "call": CALL_WORDS[d.action], "dimensions": row,

@@ -371,6 +371,10 @@ from riskrank_jax.cli.serve import serve_command  # noqa: E402
 
 cli.add_command(serve_command)
 
+from riskrank_jax.cli.pins import pins_group  # noqa: E402
+
+cli.add_command(pins_group)
+
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -5,16 +5,19 @@ Why a thin shell: the gateway is a library object (`serve.gateway.Gateway`); thi
 
 from __future__ import annotations
 
-import ipaddress
+import os
+import stat
 import warnings
 from pathlib import Path
 
 import click
 
 from riskrank_jax.cli.options import cache_dir_option, encoder_option, risk_head_option, trust_annotations_option
+from riskrank_jax.cli.pins import state_dir_option
 from riskrank_jax.errors import ConfigError
 
-LOOPBACK_NAMES = ("localhost",)
+NO_TOKEN_HOSTS = ("127.0.0.1", "::1", "localhost")  # exactly these: another loopback address needs a token too
+TOKEN_MIN_CHARS = 16
 
 
 def parse_host_port(text: str) -> tuple[str, int]:
@@ -25,23 +28,35 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def needs_token(host: str) -> bool:
+    """Whether serving HTTP on ``host`` needs --token-file: every address but exactly 127.0.0.1, ::1 and
+    localhost (127.0.0.2, 127.1 or a wildcard reach further, or are easy to mistake for one that does not)."""
+    return host not in NO_TOKEN_HOSTS
 
 
 def read_token(path) -> str:
+    """The bearer token in ``path``: a regular file (a symlink to one is followed) that only its owner may read
+    or write, holding one line of at least 16 characters without spaces; ConfigError naming the file
+    otherwise. The checks are made on the file opened, not on its name, so it cannot be swapped between."""
     p = Path(path)
     try:
-        token = p.read_text().strip()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the start
     except OSError as e:
         raise ConfigError(f"cannot read the token file ({e.strerror})", p) from None
-    if len(token) < 16 or any(c.isspace() for c in token):
-        raise ConfigError("the token must be one line of at least 16 characters without spaces", p, 1)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError("the token file is not a regular file", p)
+        data = f.read(4096 + 1)
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        token = ""
+    if len(data) > 4096 or len(token) < TOKEN_MIN_CHARS or any(c.isspace() or not c.isprintable() for c in token):
+        raise ConfigError(f"the token must be one line of at least {TOKEN_MIN_CHARS} characters without spaces", p, 1)
+    if os.name == "posix" and st.st_mode & 0o077:
+        raise ConfigError(f"the token file can be read or written by others than its owner (mode "
+                          f"{stat.S_IMODE(st.st_mode):04o}); make it private: chmod 600 {p}", p)
     return token
 
 
@@ -51,10 +66,19 @@ def read_token(path) -> str:
               help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries", "policy" and '
                    '"limits" (timeouts, restart backoff, caps).')
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
-              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio. A HOST other than loopback "
-                   "needs --token-file.")
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio. Any HOST other than exactly "
+                   "127.0.0.1, ::1 or localhost needs --token-file. Requests must name this gateway in their "
+                   "Host header (421 otherwise) and, from a browser, come from an allowed Origin (403).")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Bearer token clients must send over HTTP (Authorization: Bearer <token>).")
+              help="Bearer token clients must send over HTTP (Authorization: Bearer <token>): one line of at "
+                   "least 16 characters, in a file only its owner can read (chmod 600).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
+              help="Another Host header value the HTTP gateway answers to, e.g. its DNS name behind a proxy "
+                   "(NAME: any port). The bind address with its port (and for loopback, 127.0.0.1, localhost "
+                   "and [::1] with it) are always allowed. Repeatable.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
+              help="A browser Origin (scheme://host[:port]) allowed to use the HTTP gateway, besides http(s):// "
+                   "an allowed host. Requests without Origin (not from a browser) are not affected. Repeatable.")
 @click.option("--expose", type=click.Choice(["search", "filtered"]), default="search", show_default=True,
               help="search: search_tools + call_tool + list_servers; filtered: the downstream tools themselves, "
                    "minus those above the policy's allow_level.")
@@ -66,12 +90,14 @@ def read_token(path) -> str:
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A ranker saved by `riskrank-jax fit`, used while the tools match the ones it was fitted to.")
+@state_dir_option
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
 @encoder_option
-def serve_command(files, config_path, http, token_file, expose, tool_references, audit_log, allow_level, model,
-                  trust_annotations, risk_head, cache_dir, encoder):
+def serve_command(files, config_path, http, token_file, allowed_hosts, allowed_origins, expose, tool_references,
+                  audit_log, allow_level, model,
+                  state_dir, trust_annotations, risk_head, cache_dir, encoder):
     """Run a risk-aware MCP gateway in front of your MCP servers (--config) and tool files (FILE...).
 
     Agents connect to it as to any MCP server. It lists every downstream server's tools, assesses each
@@ -79,21 +105,24 @@ def serve_command(files, config_path, http, token_file, expose, tool_references,
     tools held back and why), call_tool (forwarded to the owning server, gated by the policy) and
     list_servers. See docs/serve.md.
     """
+    import functools
+
     import anyio
 
     from riskrank_jax.serve.gateway import Gateway, GatewayOptions
 
     config = _gateway_config(config_path, files, allow_level)
-    host, port, token = _http_settings(http, token_file)
+    host, port, token = _http_settings(http, token_file, allowed_hosts, allowed_origins)
     options = GatewayOptions(expose=expose, tool_references=tool_references, audit_log=audit_log,
                              cache_dir=cache_dir, encoder=encoder, risk_head=risk_head, model=model,
-                             trust_annotations=trust_annotations)
+                             trust_annotations=trust_annotations, state_dir=state_dir)
     gateway = Gateway(config, options)
     try:
         if http is None:
             anyio.run(gateway.serve_stdio)
         else:
-            anyio.run(gateway.serve_http, host, port, token)
+            anyio.run(functools.partial(gateway.serve_http, host, port, token, allowed_hosts=allowed_hosts,
+                                        allowed_origins=allowed_origins))
     except KeyboardInterrupt:
         pass
 
@@ -119,16 +148,25 @@ def _gateway_config(config_path, files, allow_level):
     return config
 
 
-def _http_settings(http, token_file):
-    """(host, port, token) of --http and --token-file (None, None, None for stdio); usage errors otherwise."""
+def _http_settings(http, token_file, allowed_hosts=(), allowed_origins=()):
+    """(host, port, token) of --http and --token-file (None, None, None for stdio); usage errors otherwise,
+    also for --allowed-host / --allowed-origin values the guard cannot read."""
+    from riskrank_jax.serve.http_guard import HttpGuard
+
     if http is None:
-        if token_file is not None:
-            raise click.UsageError("--token-file is for --http; stdio needs no token")
+        for given, option in ((token_file, "--token-file"), (allowed_hosts, "--allowed-host"),
+                              (allowed_origins, "--allowed-origin")):
+            if given:
+                raise click.UsageError(f"{option} is for --http; stdio needs none")
         return None, None, None
     host, port = parse_host_port(http)
-    if token_file is None and not is_loopback(host):
-        raise click.UsageError(f"--http {http} listens beyond this machine: give --token-file FILE "
-                               "(clients then send Authorization: Bearer <token>)")
+    if token_file is None and needs_token(host):
+        raise click.UsageError(f"--http {http}: any address but exactly 127.0.0.1, ::1 or localhost needs "
+                               "--token-file FILE (clients then send Authorization: Bearer <token>)")
+    try:
+        HttpGuard(None, bind_host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    except ValueError as e:
+        raise click.UsageError(f"--allowed-host/--allowed-origin: {e}") from None
     return host, port, None if token_file is None else read_token(token_file)
 
 

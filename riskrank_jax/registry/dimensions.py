@@ -59,8 +59,9 @@ from riskrank_jax.registry.risk import RISK_KEYWORDS, clause_lines, group_regexe
 MUTATIONS = ("read", "local_write", "destructive")
 FLAGS = ("public_sink", "secret_source", "untrusted_content", "execution", "money")
 DIMENSIONS = ("mutation",) + FLAGS
-# what the policy can name: the mutation values other than read, and the flags
-DIMENSION_NAMES = ("local_write", "destructive") + FLAGS
+# what the policy can name: the mutation values other than read, the flags, and instructions aimed at the agent
+INSTRUCTIONS = "agent_instructions"
+DIMENSION_NAMES = ("local_write", "destructive") + FLAGS + (INSTRUCTIONS,)
 MUST_CONFIRM = ("destructive", "public_sink", "secret_source", "execution", "money")
 DEFAULT_ALLOW_LEVEL = 3  # the highest level a gateway lets through unconfirmed by default (serve.policy)
 _CLEAR_FLAGS = ("public_sink", "secret_source", "execution", "money")
@@ -136,7 +137,9 @@ class DimensionAssessment:
     """Per tool: mutation int8 [N] (index into MUTATIONS); flags bool [N, 5] (FLAGS order); sources: per tool,
     one source string per DIMENSIONS entry ("" for a flag that is not set by anything); levels int32 [N] from
     `level_from_dimensions`; probs float32 [N, 7] (MODEL_OUTPUTS; NaN without a model); argument_rules: per tool
-    "sql:<param>", "shell:<param>", "code:<param>" or ""."""
+    "sql:<param>", "shell:<param>", "code:<param>" or ""; instructions: per tool the source of the
+    ``agent_instructions`` dimension ("detector: <categories>", `registry.poisoning`) or "" when none were
+    found (empty tuple: not assessed)."""
 
     mutation: np.ndarray
     flags: np.ndarray
@@ -144,6 +147,7 @@ class DimensionAssessment:
     levels: np.ndarray
     probs: np.ndarray
     argument_rules: tuple[str, ...]
+    instructions: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -155,13 +159,16 @@ class DimensionAssessment:
         out = {"mutation": {"value": MUTATIONS[int(self.mutation[i])], "source": self.sources[i][0]}}
         for j, f in enumerate(FLAGS):
             out[f] = {"value": bool(self.flags[i, j]), "source": self.sources[i][j + 1] or None}
+        src = self.instructions[i] if self.instructions else ""
+        out[INSTRUCTIONS] = {"value": bool(src), "source": src or None}
         out["argument_rule"] = self.argument_rules[i] or None
         return out
 
     def active(self, i: int) -> tuple[str, ...]:
         """The dimension names (DIMENSION_NAMES) that hold for tool i."""
         m = MUTATIONS[int(self.mutation[i])]
-        return ((m,) if m != "read" else ()) + tuple(f for j, f in enumerate(FLAGS) if self.flags[i, j])
+        extra = (INSTRUCTIONS,) if self.instructions and self.instructions[i] else ()
+        return ((m,) if m != "read" else ()) + tuple(f for j, f in enumerate(FLAGS) if self.flags[i, j]) + extra
 
     def source_text(self, i: int) -> str:
         """One line: the dimensions that hold with their sources, e.g. "destructive (spec default: unannotated),
@@ -173,15 +180,18 @@ def describe(row: dict) -> str:
     """The one-line form of a dimension row (DimensionAssessment.row)."""
     parts = [f"{row['mutation']['value']} ({row['mutation']['source']})"]
     parts += [f"{f} ({row[f]['source']})" for f in FLAGS if row[f]["value"]]
+    if (row.get(INSTRUCTIONS) or {}).get("value"):
+        parts.append(f"{INSTRUCTIONS} ({row[INSTRUCTIONS]['source']})")
     return ", ".join(parts)
 
 
-def level_from_dimensions(mutation, flags) -> np.ndarray:
-    """The risk level of each tool from its dimensions: money 5; destructive, public sink, secret source or
-    execution 4; local write 3; a read of untrusted content 2; a read 1.
+def level_from_dimensions(mutation, flags, instructions=None) -> np.ndarray:
+    """The risk level of each tool from its dimensions: money 5; destructive, public sink, secret source,
+    execution or instructions aimed at the agent 4; local write 3; a read of untrusted content 2; a read 1.
 
     Args:
-      mutation: int [N], index into MUTATIONS; flags: bool [N, 5] in FLAGS order.
+      mutation: int [N], index into MUTATIONS; flags: bool [N, 5] in FLAGS order; instructions: bool [N] or None
+      (none found).
     Returns:
       int32 [N] in 1..5.
     """
@@ -191,6 +201,8 @@ def level_from_dimensions(mutation, flags) -> np.ndarray:
     level = np.where(mutation == 2, 4, np.where(mutation == 1, 3, 1))
     level = np.where(f["untrusted_content"], np.maximum(level, 2), level)
     level = np.where(f["public_sink"] | f["secret_source"] | f["execution"], np.maximum(level, 4), level)
+    if instructions is not None:
+        level = np.where(np.asarray(instructions, bool), np.maximum(level, 4), level)
     return np.where(f["money"], 5, level).astype(np.int32)
 
 
@@ -403,7 +415,27 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
             row.append(src)
         mutation[i] = m
         sources.append(tuple(row))
-    return DimensionAssessment(mutation, flags, tuple(sources), level_from_dimensions(mutation, flags), p, rules)
+    instructions = instruction_sources(registry)
+    levels = level_from_dimensions(mutation, flags, [bool(x) for x in instructions])
+    return DimensionAssessment(mutation, flags, tuple(sources), levels, p, rules, instructions)
+
+
+def instruction_sources(registry: Registry) -> tuple[str, ...]:
+    """Per tool "detector: <categories>" when its name, description or parameters carry instructions aimed at
+    the agent (`registry.poisoning.detect`; another source's tool names count as other servers' tools), else
+    ""."""
+    from riskrank_jax.registry.poisoning import detect
+
+    names: dict[str, set] = {}
+    for t in registry.tools:
+        names.setdefault(t.source, set()).add(t.raw_name)
+    others = {src: frozenset().union(*(v for k, v in names.items() if k != src)) for src in names}
+    out = []
+    for t in registry.tools:
+        schema = {"type": "object", "properties": {n: ({"description": d} if d else {}) for n, d in t.params}}
+        found = detect(t.raw_name, t.description, schema, others[t.source])
+        out.append("" if found is None else f"detector: {', '.join(found.categories)}")
+    return tuple(out)
 
 
 def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
@@ -429,4 +461,4 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
 __all__ = ["DEFAULT_ALLOW_LEVEL", "MUTATIONS", "FLAGS", "DIMENSIONS", "DIMENSION_NAMES", "MUST_CONFIRM", "MODEL_OUTPUTS",
            "DIMENSION_KEYWORDS", "DimensionPolicy", "DimensionAssessment", "assess_dimensions",
            "level_from_dimensions", "must_confirm", "keyword_hits", "keyword_features", "N_KEYWORD_FEATURES", "argument_rule",
-           "describe", "head_text", "floor_text", "assessment_to_risk"]
+           "describe", "head_text", "floor_text", "assessment_to_risk", "INSTRUCTIONS", "instruction_sources"]

@@ -52,8 +52,9 @@ def _unique_source_names(names: list[str]) -> list[str]:
     return out
 
 
-def _namespace(groups: list[list[Tool]], separator: str = "/") -> list[Tool]:
-    """Prefix `source<separator>` to every name that more than one source uses, with a warning on those tools."""
+def _namespace(groups: list[list[Tool]], separator: str = "/", prefix_all: bool = False) -> list[Tool]:
+    """Prefix `source<separator>` to every name that more than one source uses, with a warning on those tools
+    (to every name, without a warning, with ``prefix_all``)."""
     owners: dict[str, list[str]] = {}
     for tools in groups:
         for t in tools:
@@ -62,7 +63,9 @@ def _namespace(groups: list[list[Tool]], separator: str = "/") -> list[Tool]:
     for tools in groups:
         for t in tools:
             others = [s for s in owners[t.raw_name] if s != t.source]
-            if others:
+            if prefix_all:
+                t = replace(t, name=f"{t.source}{separator}{t.raw_name}")
+            elif others:
                 name = f"{t.source}{separator}{t.raw_name}"
                 note = f"duplicate name: '{t.raw_name}' also in {', '.join(others)}; namespaced as '{name}'"
                 t = replace(t, name=name, warnings=(*t.warnings, note))
@@ -92,7 +95,8 @@ def _as_inputs(sources) -> list[tuple[object, str, str | None]]:
     return items
 
 
-def load_registry(sources: Iterable | str | os.PathLike | dict, separator: str = "/") -> Registry:
+def load_registry(sources: Iterable | str | os.PathLike | dict, separator: str = "/",
+                  prefix_all: bool = False) -> Registry:
     """Merge tool lists into one Registry.
 
     sources: one path or a list of file paths (JSON or JSON Lines, any accepted format, detected
@@ -100,7 +104,8 @@ def load_registry(sources: Iterable | str | os.PathLike | dict, separator: str =
     (source name, document) pairs and paths. A name used by more
     than one source becomes `source/name` in every source that uses it; the source name is the MCP
     server's (`serverInfo.name` or `server` beside the tool list) or else the file stem. `separator` joins
-    the two ("." gives names in MCP's tool-name character set, as the gateway needs).
+    the two ("." gives names in MCP's tool-name character set, as the gateway needs); ``prefix_all`` names every
+    tool `source<separator>name`, as the gateway does (one identity per tool, collision or not).
     Raises RegistryError subclasses (DataError) naming file and line; skipped built-in tools are warned
     about (RegistryWarning) and listed in `Registry.warnings`.
     """
@@ -115,7 +120,7 @@ def load_registry(sources: Iterable | str | os.PathLike | dict, separator: str =
         skipped.extend(skip)
     for w in skipped:
         warnings_lib.warn(w, RegistryWarning, stacklevel=2)
-    tools = _namespace(groups, separator)
+    tools = _namespace(groups, separator, prefix_all)
     if not tools:
         where = ", ".join(p or n for _, n, p in inputs) or "no input"
         why = f" ({len(skipped)} built-in tools skipped)" if skipped else ""

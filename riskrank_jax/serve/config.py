@@ -8,8 +8,11 @@ and a ``policy`` block.
                 "trusted_servers": ["files"], "confirm": "elicit"},
      "limits": {"call_timeout_s": 120, "stable_after_s": 60}}
 
-Relative paths (``registries``, ``cwd``) are relative to the config file. Every error names the file and the
-line of the offending entry (`ConfigError`), before anything starts.
+A server's name (its ``mcpServers`` key) prefixes its tools' identities ``server.tool`` (`serve.identity`):
+1-64 characters of ``A-Za-z0-9_-``, never ".". ``policy.quarantine_new_servers`` holds every tool seen for the
+first time until a person accepts it (`riskrank-jax pins accept`). Relative paths (``registries``, ``cwd``) are
+relative to the config file. Every error names the file and the line of the offending entry (`ConfigError`),
+before anything starts.
 
 Why the same JSON: a user moves the servers of an existing client config behind the gateway unchanged.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 from riskrank_jax.errors import ConfigError
 from riskrank_jax.registry.jsontext import line_of, read_json_file
 from riskrank_jax.registry.dimensions import DIMENSION_NAMES
+from riskrank_jax.serve.identity import server_name_problem
 from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
 
 SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol", "limits"}
@@ -30,9 +34,8 @@ SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol", "limits"}
 PROTOCOLS = ("auto", "legacy")  # "legacy": the initialize handshake, for servers that mishandle server/discover
 TOP_KEYS = {"mcpServers", "registries", "policy", "limits"}
 POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm", "ask_dimensions", "allow_dimensions",
-               "session_flow"}
+               "session_flow", "quarantine_new_servers"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
-NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class Limits:
     relist_min_interval_s: float = 1.0  # list_changed re-lists at most this often per server
     max_tools_per_server: int = 2000  # tools kept per server; the rest is reported
     max_description_chars: int = 8192  # longer tool descriptions are cut, with a warning
+    max_result_bytes: int = 1_048_576  # a call's result (content + structured content) is cut to this, with a note
+    max_message_bytes: int = 8_388_608  # a larger JSON-RPC message from a server is dropped unread, its call failed
 
 
 LIMIT_KEYS = {f.name for f in fields(Limits)}
@@ -87,11 +92,6 @@ class GatewayConfig:
     policy: Policy = field(default_factory=Policy)
     path: str | None = None
     limits: Limits = field(default_factory=Limits)
-
-
-def tool_name_safe(name: str) -> str:
-    """``name`` with every character outside MCP's tool-name set [A-Za-z0-9_.-] replaced by "_"."""
-    return NAME_CHARS.sub("_", name) or "_"
 
 
 def _fail(path, obj, message, parent=None):
@@ -113,8 +113,8 @@ def _string_map(path, value, what, parent) -> tuple[tuple[str, str], ...]:
 def _server(path, base: Path, name: str, entry, parent) -> ServerSpec:
     if not isinstance(entry, dict):
         _fail(path, entry, f"mcpServers.{name} must be an object with \"command\" (stdio) or \"url\" (HTTP)", parent)
-    if not name.strip():
-        _fail(path, entry, "mcpServers has a server with an empty name", parent)
+    if (problem := server_name_problem(name)) is not None:
+        _fail(path, entry, f"mcpServers: {problem}", parent)
     kind = entry.get("type")
     if kind is not None and kind not in ("stdio", *HTTP_TYPES):
         _fail(path, entry, f"mcpServers.{name}.type {kind!r} is not supported (stdio or streamable HTTP; the "
@@ -165,15 +165,16 @@ def _policy(path, block, parent) -> Policy:
     confirm = block.get("confirm", Policy.confirm)
     if confirm not in CONFIRM_MODES:
         _fail(path, block, f"policy.confirm must be one of {', '.join(CONFIRM_MODES)}, got {confirm!r}")
-    flow = block.get("session_flow", Policy.session_flow)
-    if not isinstance(flow, bool):
-        _fail(path, block, f"policy.session_flow must be true or false, got {flow!r}")
+    flags = {k: block.get(k, getattr(Policy, k)) for k in ("session_flow", "quarantine_new_servers")}
+    for k, v in flags.items():
+        if not isinstance(v, bool):
+            _fail(path, block, f"policy.{k} must be true or false, got {v!r}")
     dims = {k: _strings(path, block.get(k, []), f"policy.{k}", block) for k in ("ask_dimensions", "allow_dimensions")}
     for k, names in dims.items():
         bad = [d for d in names if d not in DIMENSION_NAMES]
         if bad:
             _fail(path, block, f"policy.{k}: unknown dimension(s) {', '.join(bad)} (known: {', '.join(DIMENSION_NAMES)})")
-    return Policy(allow_level=level, confirm=confirm, session_flow=flow, **dims,
+    return Policy(allow_level=level, confirm=confirm, **flags, **dims,
                   **{k: _strings(path, block.get(k, []), f"policy.{k}", block)
                      for k in ("allow", "deny", "trusted_servers")})
 
@@ -206,12 +207,6 @@ def read_config(path) -> GatewayConfig:
     if not isinstance(servers_doc, dict):
         _fail(path, servers_doc, "mcpServers must be an object of server name -> server", doc)
     servers = tuple(_server(path, base, name, entry, servers_doc) for name, entry in servers_doc.items())
-    safe = {}
-    for s in servers:
-        other = safe.setdefault(tool_name_safe(s.name), s.name)
-        if other != s.name:
-            _fail(path, servers_doc, f"mcpServers: servers {other!r} and {s.name!r} have the same tool-name prefix "
-                                     f"{tool_name_safe(s.name)!r}; rename one")
     registries = _strings(path, doc.get("registries", []), "registries", doc)
     for r in registries:
         if not (base / r).is_file():
@@ -228,4 +223,4 @@ def read_config(path) -> GatewayConfig:
     return GatewayConfig(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path), limits)
 
 
-__all__ = ["ServerSpec", "GatewayConfig", "Limits", "read_config", "tool_name_safe"]
+__all__ = ["ServerSpec", "GatewayConfig", "Limits", "read_config"]

@@ -19,7 +19,8 @@ What a real server may do, and what happens:
   uses the initialize handshake by itself (``protocol`` "auto");
 * invalid tools in ``tools/list``: the valid ones are kept, each invalid one is named in ``problems`` and on
   stderr; an input schema that lacks only ``"type": "object"`` (or is missing) is repaired with a warning;
-  one that cannot be read at all leaves the tool listed but not callable (``not_callable``);
+  one that cannot be read at all leaves the tool listed but not callable (``not_callable``); a name that
+  breaks MCP's tool-name rules (`serve.identity`) leaves the tool out, reported with its name escaped;
 * duplicate names (the first is kept), more tools than ``max_tools_per_server``, descriptions longer than
   ``max_description_chars``: reported, then cut;
 * no answer to the handshake, a ping or a call within its timeout: a named error (a call's timeout fails
@@ -46,6 +47,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from riskrank_jax.serve.config import Limits, ServerSpec
+from riskrank_jax.serve.identity import shown, tool_name_problem
 
 LIST_PAGE_CAP = 1000
 LOOP_WINDOW_S = 10.0  # list_changed more often than LOOP_COUNT times in this window is reported as a loop
@@ -101,7 +103,10 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
             continue
         name = t.get("name")
         if not isinstance(name, str) or not name.strip():
-            problem(f"#{j + 1}", f"no tool name (got {name!r})", "skipped")
+            problem(f"#{j + 1}", f"no tool name (got a JSON {type(name).__name__})", "skipped")
+            continue
+        if (why := tool_name_problem(name)) is not None:  # never callable, under any spelling
+            problem(shown(name), why, "left out, never callable")
             continue
         if name in seen:
             problem(name, "duplicate name: the server lists it more than once", "skipped; the first one is kept")
@@ -169,14 +174,9 @@ def _unreadable(schema) -> str | None:
 async def _raw_list_page(client, cursor: str | None) -> tuple[list, str | None]:
     """One tools/list page as the server sent it (no validation), for a listing the SDK's strict model
     rejects."""
-    import mcp_types as types
+    from riskrank_jax.serve.sdk_hooks import send_raw_tools_list
 
-    session = client.session
-    request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    opts: dict = {}
-    session._stamp(data, opts)  # the SDK's per-revision headers, as its own send_request adds them
-    raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
+    raw = await send_raw_tools_list(client, cursor)
     tools = raw.get("tools") if isinstance(raw, dict) else None
     if not isinstance(tools, list):
         raise DownstreamError(f"tools/list answered without a list of tools ({str(raw)[:120]})")
@@ -186,11 +186,10 @@ async def _raw_list_page(client, cursor: str | None) -> tuple[list, str | None]:
 
 def _absorb(client, tools: list[dict]) -> None:
     """Tell the SDK session the vetted tools (output schemas, x-mcp-header maps), as a strict listing would."""
-    import mcp_types as types
+    from riskrank_jax.serve.sdk_hooks import absorb_tool_listing
 
     try:
-        client.session._absorb_tool_listing(
-            types.ListToolsResult(tools=[types.Tool.model_validate(t, by_name=False) for t in tools]), complete=True)
+        absorb_tool_listing(client, tools)
     except Exception as e:  # noqa: BLE001 - an SDK without this hook still calls the tools, unvalidated
         log(f"could not register the vetted tools with the MCP client ({_describe(e)})")
 
@@ -231,6 +230,7 @@ class Downstream:
         self._recent_changes: deque[float] = deque(maxlen=LOOP_COUNT)
         self._last_relist = 0.0
         self._lost = False
+        self._by_name: tuple[list, dict] = (None, {})  # (the tools list indexed, name -> tool)
 
     def warn(self, text: str, kind: str | None = None) -> None:
         """A server-level warning: on stderr once per kind (default: the text), and in list_servers."""
@@ -256,6 +256,9 @@ class Downstream:
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters
 
+        from riskrank_jax.serve.bounded_stdio import http_client as bounded_http_client
+        from riskrank_jax.serve.bounded_stdio import stdio_client as bounded_stdio_client
+
         async def on_message(message):
             if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC, or a transport fault
                 self.stdout_garbage += 1
@@ -266,15 +269,27 @@ class Downstream:
             if getattr(root, "method", None) == "notifications/tools/list_changed":
                 self._on_change_notice()
 
+        def on_dropped(dropped):  # a message over limits.max_message_bytes (serve.bounded_stdio)
+            text = dropped.what + ("" if dropped.response and dropped.id is not None else
+                                   " (not an answer the gateway could name: nothing failed at once)")
+            if "message too large" in self._warned:
+                log(f"server '{self.name}': {text}")
+            else:
+                self.warn(text, kind="message too large")
+
+        # bounded transports: one message never holds more than limits.max_message_bytes (serve.bounded_stdio)
+        cap = self.limits.max_message_bytes
         if self.spec.transport == "stdio":
-            target = StdioServerParameters(command=self.spec.command, args=list(self.spec.args),
-                                           env=dict(self.spec.env) or None, cwd=self.spec.cwd)
+            target = bounded_stdio_client(
+                StdioServerParameters(command=self.spec.command, args=list(self.spec.args),
+                                      env=dict(self.spec.env) or None, cwd=self.spec.cwd),
+                max_message_bytes=cap, label=self.name, on_dropped=on_dropped)
         else:
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
-            target = streamable_http_client(self.spec.url,
-                                            http_client=create_mcp_http_client(headers=dict(self.spec.headers)))
+            target = streamable_http_client(
+                self.spec.url, max_sse_event_size=cap,
+                http_client=bounded_http_client(dict(self.spec.headers), max_message_bytes=cap, label=self.name))
         async with Client(target, message_handler=on_message, cache=None, mode=mode) as client:
             yield client
 
@@ -430,6 +445,13 @@ class Downstream:
             self.state = "starting"
 
     # ------------------------------------------------------------------------------------ calls
+    def listed(self, name: str) -> dict | None:
+        """The tool ``name`` as the server lists it now (its latest listing), or None."""
+        tools = self.tools
+        if self._by_name[0] is not tools:
+            self._by_name = (tools, {t["name"]: t for t in tools})
+        return self._by_name[1].get(name)
+
     def unavailable(self) -> str | None:
         """Why a call to this server cannot go through now (None: it is up)."""
         if self._client is not None and self.state == "up":
@@ -445,6 +467,8 @@ class Downstream:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
+        from riskrank_jax.serve.bounded_stdio import is_too_large, sse_too_large
+
         client, why = self._client, self.unavailable()
         if why is not None:
             raise DownstreamError(why)
@@ -457,6 +481,13 @@ class Downstream:
         except anyio.get_cancelled_exc_class():
             raise
         except MCPError as e:
+            too_large = f"server '{self.name}' sent a message of more than "
+            if is_too_large(e) or too_large in e.message:  # dropped unread (serve.bounded_stdio): stdio, HTTP body
+                raise DownstreamError(f"{e.message[e.message.find(too_large):]} (the answer to the call to "
+                                      f"'{tool}')") from e
+            if sse_too_large(e.message):  # an SSE event over max_sse_event_size: that call fails, the server is up
+                raise DownstreamError(f"{too_large}{self.limits.max_message_bytes:,} bytes "
+                                      f"(limits.max_message_bytes) in answer to the call to '{tool}'; dropped") from e
             if e.code == CONNECTION_CLOSED:
                 self._lost = True
                 self._changed.set()  # the watch loop ends this connection now, not at the next ping

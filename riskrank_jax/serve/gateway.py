@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import sqlite3
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -35,10 +36,12 @@ from typing import Annotated, Any
 import anyio
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.serve.audit import AuditLog, arguments_digest, session_digest
-from riskrank_jax.serve.config import GatewayConfig, tool_name_safe
+from riskrank_jax.serve.audit import AuditLog, arguments_digest, installation_key, session_digest
+from riskrank_jax.serve.config import GatewayConfig
 from riskrank_jax.serve.downstream import Downstream, DownstreamError, log
-from riskrank_jax.serve.policy import Decision, Policy, decide
+from riskrank_jax.serve.identity import identity
+from riskrank_jax.serve.pins import PinStore, definition_hash
+from riskrank_jax.serve.policy import Decision, Policy, ToolState, decide_call
 
 EXPOSE_MODES = ("search", "filtered")
 MAX_K = 50
@@ -50,7 +53,8 @@ WARM_UP_WORDS = (4, 12, 20, 28, 56, 120)  # one request of each compact encoder 
 @dataclass(frozen=True)
 class GatewayOptions:
     """How the gateway runs: expose mode, Anthropic tool_reference blocks, audit log path, embedding cache,
-    encoder, risk head, saved ranker (``--model``), and whether all annotations are trusted."""
+    encoder, risk head, saved ranker (``--model``), whether all annotations are trusted, and the state
+    directory (pins and the audit key; None: `serve.pins.resolve_state_dir`)."""
 
     expose: str = "search"
     tool_references: bool = False
@@ -60,18 +64,23 @@ class GatewayOptions:
     risk_head: str | None = None
     model: str | None = None
     trust_annotations: bool = False
+    state_dir: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class Entry:
-    """A tool of the catalog: its gateway name, owning server (None: listed from a registry file, not
-    callable), name on that server, and the MCP tool object as listed."""
+    """A tool of the catalog: its gateway identity ``server.tool``, owning server (None: listed from a registry
+    file, not callable), name on that server, the MCP tool object as listed when the catalog was built, its
+    `serve.pins.definition_hash`, and the instructions aimed at the agent found in it
+    (`registry.poisoning.Finding`, or None)."""
 
     name: str
     server: str | None
     raw_name: str
     source: str
     listed: dict
+    hash: str = ""
+    instructions: Any = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,33 +111,59 @@ def _schema_from_params(tool) -> dict:
     return {"type": "object", "properties": props}
 
 
+def readable_servers(server_tools) -> tuple[list, dict[str, str]]:
+    """(the servers whose tool lists load as a registry, {server: why not} for the others): one server's
+    unreadable list is left out alone, the others' catalogs keep updating."""
+    from riskrank_jax.registry import load_registry
+
+    ok, bad = [], {}
+    for name, tools in server_tools:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if tools:
+                    load_registry([(name, {"tools": tools})], separator=".", prefix_all=True)
+            ok.append((name, tools))
+        except RiskRankError as e:
+            bad[name] = str(e)
+    return ok, bad
+
+
 def build_catalog(server_tools, registries, options: GatewayOptions, encoder, cache, trusted_servers=()) -> Catalog:
     """A Catalog over ``server_tools`` [(server name, [MCP tool dicts])] and registry files.
 
-    Names used by more than one source become ``server.tool``. Risk is assessed as ``riskrank-jax rank`` does;
-    annotations may lower it only for ``trusted_servers`` (or every server with ``options.trust_annotations``).
+    Every tool is named ``server.tool`` (a registry file's tools ``stem.tool``; `serve.identity`). Risk is
+    assessed as ``riskrank-jax rank`` does; annotations may lower it only for ``trusted_servers`` (or every
+    server with ``options.trust_annotations``); instructions aimed at the agent raise it.
     """
     from riskrank_jax.rank.ranker import Ranker
     from riskrank_jax.registry import load_registry
+    from riskrank_jax.registry.poisoning import detect
 
     t0 = time.perf_counter()
-    servers = [tool_name_safe(name) for name, _ in server_tools]
-    inputs = [(safe, {"tools": tools}) for safe, (_, tools) in zip(servers, server_tools) if tools]
+    inputs = [(name, {"tools": tools}) for name, tools in server_tools if tools]
     inputs += [str(r) for r in registries]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reg = load_registry(inputs, separator=".")
-    real = {safe: name for safe, (name, _) in zip(servers, server_tools)}
-    listed = {(tool_name_safe(name), t["name"]): t for name, tools in server_tools for t in tools}
+        reg = load_registry(inputs, separator=".", prefix_all=True)
+    servers = {name for name, _ in server_tools}
+    listed = {(name, t["name"]): t for name, tools in server_tools for t in tools}
+    by_source: dict[str, set] = {}
+    for t in reg.tools:
+        by_source.setdefault(t.source, set()).add(t.raw_name)
+    others = {src: frozenset().union(*(v for k, v in by_source.items() if k != src)) for src in by_source}
     entries = []
     for t in reg.tools:
-        if t.source in real and (t.source, t.raw_name) in listed:
-            entries.append(Entry(t.name, real[t.source], t.raw_name, t.source, listed[(t.source, t.raw_name)]))
+        if t.source in servers and (t.source, t.raw_name) in listed:
+            tool = listed[(t.source, t.raw_name)]
+            entries.append(Entry(t.name, t.source, t.raw_name, t.source, tool, definition_hash(tool),
+                                 detect(t.raw_name, tool.get("description"), tool.get("inputSchema"),
+                                        others[t.source])))
         else:
             entries.append(Entry(t.name, None, t.raw_name, t.source,
                                  {"name": t.name, "description": t.description,
                                   "inputSchema": _schema_from_params(t)}))
-    trusted = tuple(tool_name_safe(s) for s in trusted_servers)
+    trusted = tuple(trusted_servers)
     ranker = None
     if options.model is not None:
         ranker = _saved_ranker(options.model, reg, encoder)
@@ -155,27 +190,26 @@ def _saved_ranker(model_dir, reg, encoder):
 
 
 def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False,
-           blocked=None) -> dict:
+           state=None) -> dict:
     """The structured result of search_tools (see the module docstring); runs the Ranker, so call it from a
-    worker thread. blocked(entry): why the tool cannot be called now (its server is restarting, its schema
-    cannot be read), or None."""
+    worker thread. state(i): the `ToolState` of tool i now (default: as the catalog assessed it)."""
     from riskrank_jax.rank.explain import search_with_held_back
 
     r = catalog.ranker
+    state = state or (lambda i: catalog_state(catalog, i))
     k = max(1, min(int(k), r.size))
     hits, held_back = search_with_held_back(r, query, k, zero=catalog.zero)
     tools = []
     for h in hits:
         i = catalog.by_name[h.name]
-        e = catalog.entries[i]
-        why = None if blocked is None or e.server is None else blocked(e)
-        row = {"name": e.name, "description": e.listed.get("description", ""),
-               "input_schema": e.listed.get("inputSchema", {}), "server": e.server,
-               "risk_level": h.risk_level, "risk_source": h.risk_source,
+        e, now = catalog.entries[i], state(i)
+        row = {"name": e.name, "description": agent_description(e), "input_schema": e.listed.get("inputSchema", {}),
+               "server": e.server, "risk_level": h.risk_level, "risk_source": h.risk_source,
                "dimensions": _dimension_row(catalog, i), "score": round(h.score, 4),
-               "call": _call_preview(catalog, i, policy)}
-        if why is not None:
-            row.update(available=False, call=f"unavailable: {why}")
+               "call": call_preview(catalog, i, policy, now), "flags": tool_flags(e, now),
+               "pin": None if e.server is None else now.pin}
+        if now.unavailable is not None:
+            row.update(available=False, call=f"unavailable: {now.unavailable}")
         tools.append(row)
     held = [{"name": x["name"], "server": catalog.entries[x["index"]].server, "risk_level": x["risk_level"],
              "risk_source": x["risk_source"],
@@ -186,12 +220,37 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
     return out
 
 
-def _call_preview(catalog: Catalog, i: int, policy: Policy) -> str:
+def agent_description(e: "Entry") -> str:
+    """The description the agent sees: the server's, or the gateway's note in its place when it carries
+    instructions aimed at the agent (`registry.poisoning.neutralise`)."""
+    from riskrank_jax.registry.poisoning import neutralise
+
+    desc = e.listed.get("description") or ""
+    return desc if e.instructions is None else neutralise(desc, e.instructions)
+
+
+def tool_flags(e: "Entry", now: ToolState) -> list[str]:
+    """What the gateway marks on a tool, in its own words: a changed or quarantined definition, instructions
+    aimed at the agent."""
+    flags = []
+    if e.server is not None and now.pin in ("changed", "unknown"):
+        flags.append("definition changed since accepted")
+    elif e.server is not None and now.pin == "quarantined":
+        flags.append("quarantined until accepted")
+    if e.server is not None and now.definition is not None and not now.assessed and now.pin == "accepted":
+        flags.append("definition changed, not yet re-assessed")
+    if e.instructions is not None:
+        flags.append(f"instructions aimed at the agent ({', '.join(e.instructions.categories)}): description "
+                     "withheld, calls ask")
+    return flags
+
+
+def call_preview(catalog: Catalog, i: int, policy: Policy, now: ToolState) -> str:
     """What call_tool would do: "allowed", "needs confirmation", "refused" or "not callable"."""
     e = catalog.entries[i]
     if e.server is None:
         return "not callable (listed from a registry file)"
-    d = _decision(catalog, i, policy)
+    d = decide_call(policy, now)
     out = {"allow": "allowed", "confirm": "needs confirmation", "refuse": "refused"}[d.action]
     rule = (_dimension_row(catalog, i) or {}).get("argument_rule")
     if d.action != "allow" and d.rule == "level" and rule:
@@ -206,15 +265,36 @@ def _dimension_row(catalog: Catalog, i: int) -> dict | None:
     return dims[i] if dims else None
 
 
-def _decision(catalog: Catalog, i: int, policy: Policy, arguments=None, flow: str | None = None) -> Decision:
-    """The policy's decision for tool i: with this call's ``arguments`` (None in a listing) and ``flow``, the
-    tool that returned untrusted content earlier in the session (None: none did)."""
+def catalog_state(catalog: Catalog, i: int, definition=None, pin: str = "accepted",
+                  unavailable: str | None = None) -> ToolState:
+    """The `ToolState` of tool i: the catalog's assessment, with the definition its server lists now
+    (default: the one assessed), its pin status and why it cannot be called now."""
     e, r = catalog.entries[i], catalog.ranker
-    return decide(policy, (e.name, f"{e.source}.{e.raw_name}", e.raw_name), int(r.risk_levels[i]), r.risk_source[i],
-                  _dimension_row(catalog, i), arguments, flow)
+    definition = e.listed if definition is None else definition
+    row, level, source = _dimension_row(catalog, i), int(r.risk_levels[i]), r.risk_source[i]
+    instructions = ((row or {}).get("agent_instructions") or {}).get("source")
+    if e.instructions is not None and instructions is None:
+        # found in the full schema (nested properties, defaults), which the registry's parameters do not keep
+        instructions = f"detector: {', '.join(e.instructions.categories)}"
+        row = None if row is None else dict(row, agent_instructions={"value": True, "source": instructions})
+        level, source = max(level, 4), f"{source}, agent_instructions ({instructions})"
+    return ToolState(e.name, e.server, level, source, row, definition,
+                     assessed=e.server is None or definition_hash(definition) == e.hash, pin=pin,
+                     unavailable=unavailable, instructions=instructions)
 
 
 # ---------------------------------------------------------------------------------------------- the gateway
+
+
+@dataclass(frozen=True)
+class Gated:
+    """One call's decision and what it was made on: the catalog, the tool's index in it and its `ToolState`
+    (None for a tool the gateway did not list)."""
+
+    catalog: Catalog | None
+    index: int | None
+    tool: ToolState | None
+    decision: Decision
 
 
 class Gateway:
@@ -232,7 +312,10 @@ class Gateway:
         self.catalog: Catalog | None = None
         self.rebuilds = 0
         self.flows: dict = {}  # session key (serve.mcp_app.session_key) -> the tool that returned untrusted content
+        self.pins = PinStore(options.state_dir)
+        self.audit_key = installation_key(self.pins.dir)
         self.audit = AuditLog(options.audit_log) if options.audit_log else None
+        self.left_out: dict[str, str] = {}  # server -> why its tool list could not be read (left out alone)
         self._encoder = encoder
         self._cache = None
         self._rebuild_lock = anyio.Lock()
@@ -258,6 +341,11 @@ class Gateway:
     def _build(self) -> Catalog:
         self._load_encoder()
         server_tools = [(name, list(ds.tools)) for name, ds in self.downstreams.items()]  # a down server's too
+        server_tools, left_out = readable_servers(server_tools)
+        for name, why in left_out.items():
+            if self.left_out.get(name) != why:
+                log(f"server '{name}': its tools are left out of the catalog: {why}")
+        self.left_out = left_out
         catalog = build_catalog(server_tools, self.config.registries, self.options, self._encoder, self._cache,
                                 self.policy.trusted_servers)
         for words in WARM_UP_WORDS:  # compile (or read from the XLA cache) each request shape before it comes
@@ -281,11 +369,22 @@ class Gateway:
             self.rebuilds += 1
             log(f"catalog: {catalog.ranker.size} tools ({catalog.seconds:.1f} s)")
             if self._server is not None and self.options.expose == "filtered":
-                from mcp.shared.subscriptions import ToolsListChanged
+                from riskrank_jax.serve.sdk_hooks import publish_tools_changed
 
-                await self._server._subscriptions.publish(ToolsListChanged())
+                await publish_tools_changed(self._server)
 
     async def _tools_changed(self, ds: Downstream) -> None:
+        """A server listed other tools: pin them (before any call can be decided on them), then rebuild."""
+        try:
+            changes = await anyio.to_thread.run_sync(self.pins.observe, ds.name, list(ds.tools),
+                                                     self.policy.quarantine_new_servers)
+        except (RiskRankError, OSError, sqlite3.Error) as e:  # decisions then read "unavailable" and refuse
+            log(f"cannot record the pins of server '{ds.name}': {e}")
+            changes = []
+        for c in changes:
+            if c["was"] is not None:
+                log(f"server '{ds.name}': the definition of '{c['tool']}' changed ({c['was']} -> {c['status']}); "
+                    f"its calls ask until accepted (riskrank-jax pins accept {identity(ds.name, c['tool'])})")
         if self._ready.is_set():
             await self.rebuild()
 
@@ -335,7 +434,7 @@ class Gateway:
             raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
         catalog = await self.wait_catalog()
         return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.options.tool_references,
-                                              self.blocked, limiter=self._rank_limiter)
+                                              lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
 
     def blocked(self, e: "Entry") -> str | None:
         """Why the tool of ``e`` cannot be called now: its server is not running (its tools stay listed,
@@ -344,45 +443,56 @@ class Gateway:
         if ds is None:
             return None
         if e.raw_name in ds.not_callable:
-            return f"'{e.raw_name}' of server '{ds.name}' is not callable: {ds.not_callable[e.raw_name]}"
+            return f"'{e.name}' is not callable: {ds.not_callable[e.raw_name]}"
         return ds.unavailable()
+
+    def tool_state(self, catalog: Catalog, i: int) -> ToolState:
+        """What the gate knows of tool i now: the catalog's assessment, the definition its server lists now
+        (read from the server's latest listing, not the catalog's), its pin status read from the pin store."""
+        e = catalog.entries[i]
+        if e.server is None:
+            return catalog_state(catalog, i)
+        ds = self.downstreams.get(e.server)
+        if ds is None:
+            return catalog_state(catalog, i, unavailable=f"server '{e.server}' is not in this gateway's config")
+        current = ds.listed(e.raw_name)
+        if current is None:
+            return dataclasses.replace(catalog_state(catalog, i), definition=None)
+        return catalog_state(catalog, i, current, self.pins.status(e.server, e.raw_name, definition_hash(current)),
+                             self.blocked(e))
 
     def _servers_line(self) -> str:
         return "; ".join(f"{d['name']} {d['state']}" + (f" ({d['error']})" if d.get("error") else "")
                          for d in (ds.status() for ds in self.downstreams.values())) or "no servers configured"
 
-    def gate(self, name: str, arguments, session=None) -> tuple[Catalog | None, int | None, Decision]:
-        """(catalog, tool index, decision) for a call with these arguments in ``session``'s flow; unknown and
-        registry-file tools are refused."""
+    def gate(self, name: str, arguments, session=None) -> "Gated":
+        """The decision for calling ``name`` with ``arguments`` in ``session``'s flow (`policy.decide_call` on
+        what the gate knows of the tool now), with the catalog, index and state it was made on."""
         catalog = self.catalog
-        if catalog is None or name not in catalog.by_name:
-            return catalog, None, Decision("refuse", f"unknown tool '{name}': the gateway did not list it "
-                                                     "(use search_tools to find tools)")
-        i = catalog.by_name[name]
-        if catalog.entries[i].server is None:
-            return catalog, i, Decision("refuse", f"'{name}' is listed from the registry file of "
-                                                  f"'{catalog.entries[i].source}', not served by any MCP server")
-        if not isinstance(arguments, dict):
-            return catalog, i, Decision("refuse", "arguments must be a JSON object")
-        return catalog, i, _decision(catalog, i, self.policy, arguments, self.flows.get(session))
+        i = None if catalog is None or not isinstance(name, str) else catalog.by_name.get(name)
+        tool = None if i is None else self.tool_state(catalog, i)
+        return Gated(catalog, i, tool, decide_call(self.policy, tool, arguments, self.flows.get(session)))
 
-    def record(self, catalog, i, name, arguments, decision: str, reason: str, session=None) -> None:
+    def record(self, gated: "Gated", name, arguments, verdict: str, reason: str, session=None) -> None:
+        """The call's audit line (before anything is forwarded): the decision, its rule, the tool's level, the
+        call's dimensions, the kinds of secret found, the pin, and a keyed digest of the arguments."""
         if self.audit is None:
             return
-        e = None if i is None else catalog.entries[i]
-        rule, dims = None, None
-        if e is not None and e.server is not None and isinstance(arguments, dict):
+        from riskrank_jax.serve.identity import shown
+
+        t, d = gated.tool, gated.decision
+        dims = None
+        if t is not None and t.dimensions is not None and isinstance(arguments, dict):
             from riskrank_jax.registry.dimensions import describe
             from riskrank_jax.serve.policy import call_dimensions
 
-            rule = _decision(catalog, i, self.policy, arguments, self.flows.get(session)).rule
-            row = call_dimensions(_dimension_row(catalog, i), arguments)[0]
-            dims = None if row is None else describe(row)
-        self.audit.write(tool=name, server=None if e is None else e.server,
-                         risk_level=None if i is None else int(catalog.ranker.risk_levels[i]),
-                         risk_source=None if i is None else catalog.ranker.risk_source[i],
-                         decision=decision, reason=reason, rule=rule, dimensions=dims,
-                         session=session_digest(session), arguments_sha256=arguments_digest(arguments))
+            dims = describe(call_dimensions(t.dimensions, arguments)[0])
+        self.audit.write(tool=name if t is not None else shown(name), server=None if t is None else t.server,
+                         risk_level=None if t is None else t.level, risk_source=None if t is None else t.source,
+                         decision=verdict, reason=reason, rule=d.rule, dimensions=dims,
+                         pin=None if t is None or t.server is None else t.pin,
+                         **({"secrets": list(d.secrets)} if d.secrets else {}),
+                         session=session_digest(session), arguments_hmac=arguments_digest(arguments, self.audit_key))
 
     async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None, session=None):
         """The owning server's result; an error result naming the server when it cannot be reached.
@@ -390,13 +500,19 @@ class Gateway:
         the key of the MCP session the call came from (its flow records the answer)."""
         import mcp_types as types
 
+        from riskrank_jax.serve.results import cap_result
+
         e = catalog.entries[i]
+        ds = self.downstreams[e.server]
         try:
-            result = await self.downstreams[e.server].call(e.raw_name, arguments, progress=progress)
+            result = await ds.call(e.raw_name, arguments, progress=progress)
         except DownstreamError as err:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {err}")],
                                         is_error=True)
         self.note_answer(catalog, i, session)
+        result, note = cap_result(result, ds.limits.max_result_bytes)
+        if note is not None:
+            log(f"the result of '{e.name}' was cut: {note}")
         return result
 
     def note_answer(self, catalog: Catalog, i: int, session=None) -> None:
@@ -409,16 +525,30 @@ class Gateway:
     def servers_status(self) -> dict:
         catalog = self.catalog
         out = []
+        pins = self._pin_rows()
         for ds in self.downstreams.values():
             d = ds.status()
             if catalog is not None:
                 d["risk_histogram"] = catalog.histogram(ds.name)
+                d["flagged_tools"] = {e.name: list(e.instructions.categories) for e in catalog.entries
+                                      if e.server == ds.name and e.instructions is not None}
+            d["changed_tools"] = [p["tool"] for p in pins if p["server"] == ds.name and p["status"] == "changed"]
+            d["quarantined_tools"] = [p["tool"] for p in pins if p["server"] == ds.name
+                                      and p["status"] == "quarantined"]
+            if ds.name in self.left_out:
+                d["left_out"] = self.left_out[ds.name]
             out.append(d)
         regs = [{"path": r, "tools": None if catalog is None else
                  sum(1 for e in catalog.entries if e.server is None and e.source == Path(r).stem)}
                 for r in self.config.registries]
         return {"servers": out, "registries": regs, "tools": 0 if catalog is None else catalog.ranker.size,
-                "rebuilds": self.rebuilds, "policy": dataclasses.asdict(self.policy)}
+                "rebuilds": self.rebuilds, "policy": dataclasses.asdict(self.policy), "state_dir": str(self.pins.dir)}
+
+    def _pin_rows(self) -> list[dict]:
+        try:
+            return self.pins.rows()
+        except (RiskRankError, sqlite3.Error) as e:
+            return [{"server": None, "tool": None, "status": f"unavailable: {e}"}]
 
     # ------------------------------------------------------------------------------------ transports
     def mcp_server(self):

@@ -14,7 +14,9 @@ across them.
 Why the SDK's server: the protocol (both eras, stdio and streamable HTTP) is the SDK's, never hand-written here.
 """
 
+import dataclasses
 import json
+import re
 from typing import Annotated, Any
 
 import mcp_types as types
@@ -24,7 +26,8 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.serve.policy import Decision
+from riskrank_jax.serve.identity import shown
+from riskrank_jax.serve.policy import Decision, ToolState, decide_call
 
 
 class Confirm(BaseModel):
@@ -62,7 +65,8 @@ def search_text(result: dict) -> str:
     """The short text beside the structured search result."""
     lines = [f"{len(result['tools'])} tools for: {result['query']}"]
     for j, t in enumerate(result["tools"], 1):
-        lines.append(f"{j}. {t['name']} — risk {t['risk_level']} ({t['risk_source']}); call: {t['call']}")
+        flags = "".join(f"; {f}" for f in t.get("flags") or ())
+        lines.append(f"{j}. {t['name']} — risk {t['risk_level']} ({t['risk_source']}); call: {t['call']}{flags}")
     for h in result["held_back"]:
         lines.append(f"held back: {h['name']} — {h['reason']}")
     return "\n".join(lines)
@@ -76,6 +80,13 @@ def server_line(s: dict) -> str:
     if s.get("tool_problems"):
         line += f"; {len(s['tool_problems'])} tool problems: " + "; ".join(
             f"{p['tool']}: {p['problem']} ({p['action']})" for p in s["tool_problems"][:5])
+    for key, what in (("changed_tools", "definitions changed since accepted"),
+                      ("quarantined_tools", "tools in quarantine"),
+                      ("flagged_tools", "tools with instructions aimed at the agent")):
+        if s.get(key):
+            line += f"; {len(s[key])} {what}: " + ", ".join(list(s[key])[:5])
+    if s.get("left_out"):
+        line += f"; tools left out: {s['left_out']}"
     for w in s.get("warnings", ()):
         line += f"; {w}"
     return line
@@ -94,18 +105,35 @@ async def catalog_or_none(gateway):
         return None
 
 
+ARGUMENT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def confirmation_text(tool: ToolState, decision: Decision, arguments: dict) -> str:
+    """What the user is asked, built only from the gateway's words, the tool's validated identity and server,
+    the decision's reason (itself the gateway's words), and the argument names the tool's input schema declares
+    and that are plain names; any other argument name is counted, never shown."""
+    schema = (tool.definition or {}).get("inputSchema") or {}
+    declared = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    shown_names = sorted(a for a in arguments if a in declared and ARGUMENT_NAME.fullmatch(a))
+    hidden = len(arguments) - len(shown_names)
+    names = ", ".join(f"'{a}'" for a in shown_names) or "none"
+    if hidden:
+        names += f" (and {hidden} argument name{'s' if hidden > 1 else ''} the tool does not declare, not shown)"
+    return (f"riskrank-jax gateway: allow the call to '{tool.name}' (server '{tool.server}')? {decision.reason}. "
+            f"Arguments: {names}.")
+
+
 def confirmation_resolver(gateway):
     """The resolver of call_tool's confirmation: asks only when the policy says "confirm" and the client can
     answer; otherwise it answers for itself (the body decides again, and refuses or forwards)."""
 
     async def ask(name: str, ctx: Context, arguments: dict[str, Any] | None = None):
         await catalog_or_none(gateway)
-        catalog, i, decision = gateway.gate(name, arguments if arguments is not None else {}, session_key(ctx))
-        if decision.action != "confirm" or not _caps_elicit(ctx) or gateway.blocked(catalog.entries[i]):
+        args = arguments if arguments is not None else {}
+        gated = gateway.gate(name, args, session_key(ctx))
+        if gated.decision.action != "confirm" or not _caps_elicit(ctx):
             return Confirm(confirm=False)  # injected as AcceptedElicitation(data=Confirm(confirm=False))
-        keys = ", ".join(sorted(arguments or {})) or "none"
-        return Elicit(f"Allow the call to '{name}' (server '{catalog.entries[i].server}')? {decision.reason}. "
-                      f"Argument names: {keys}.", Confirm)
+        return Elicit(confirmation_text(gated.tool, gated.decision, args), Confirm)
 
     return ask
 
@@ -134,29 +162,29 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
     with that reason, so the audit line says what really happened."""
     await catalog_or_none(gateway)
     session = session_key(ctx)
-    catalog, i, decision = gateway.gate(name, arguments, session)
-    blocked = gateway.blocked(catalog.entries[i]) if decision.action != "refuse" and i is not None else None
-    if blocked is not None:
-        decision = Decision("refuse", blocked)
+    gated = gateway.gate(name, arguments, session)  # decided again: the definition may have changed meanwhile
+    decision = gated.decision
     if decision.action == "confirm":
         if confirmed:
-            decision = Decision("allow", decision.reason.replace("needs the user's confirmation",
-                                                                 "confirmed by the user"))
+            decision = dataclasses.replace(decision, action="allow", reason=decision.reason.replace(
+                "needs the user's confirmation", "confirmed by the user"))
             verdict = "confirmed"
         else:
             why = ("the user declined" if confirmed is False and _caps_elicit(ctx)
                    else "this client cannot ask the user (no elicitation support)")
-            decision = Decision("refuse", f"{decision.reason}; {why}")
+            decision = dataclasses.replace(decision, action="refuse", reason=f"{decision.reason}; {why}")
             verdict = "refused"
     else:
         verdict = "allowed" if decision.action == "allow" else "refused"
-    gateway.record(catalog, i, name, arguments, verdict, decision.reason, session)
+    gateway.record(gated, name, arguments, verdict, decision.reason, session)
     if decision.action != "allow":
-        structured = {"refused": True, "tool": name, "reason": decision.reason}
-        if i is not None:
-            structured.update(risk_level=int(catalog.ranker.risk_levels[i]), risk_source=catalog.ranker.risk_source[i])
+        tool = gated.tool
+        structured = {"refused": True, "tool": tool.name if tool is not None else shown(name),
+                      "reason": decision.reason, "rule": decision.rule}
+        if tool is not None:
+            structured.update(risk_level=tool.level, risk_source=tool.source)
         return text_result(f"refused: {decision.reason}", structured, error=True)
-    return await gateway.forward(catalog, i, arguments, progress=progress_relay(ctx), session=session)
+    return await gateway.forward(gated.catalog, gated.index, arguments, progress=progress_relay(ctx), session=session)
 
 
 class GatewayServer(MCPServer):
@@ -172,15 +200,18 @@ class GatewayServer(MCPServer):
         catalog = await catalog_or_none(self.gateway)  # the first listing waits for the first catalog
         if catalog is None:
             return []
-        return [types.Tool.model_validate(dict(e.listed, name=e.name)) for e in catalog.entries
-                if e.server is not None and self.gateway.gate(e.name, {})[2].action == "allow"]
+        from riskrank_jax.serve.gateway import agent_description
+
+        return [types.Tool.model_validate(dict(e.listed, name=e.name, description=agent_description(e)))
+                for i, e in enumerate(catalog.entries) if e.server is not None
+                and decide_call(self.gateway.policy, self.gateway.tool_state(catalog, i)).action == "allow"]
 
     async def call_tool(self, name, arguments, context=None):
         if self.gateway.options.expose != "filtered":
             return await super().call_tool(name, arguments, context)
         return await gated_call(self.gateway, name, arguments, None, context)
 
-    def _tool_input_schema(self, name):
+    def _tool_input_schema(self, name):  # sdk_hooks.TOOL_INPUT_SCHEMA_HOOK: the gate validates, not the SDK
         return None if self.gateway.options.expose == "filtered" else super()._tool_input_schema(name)
 
 

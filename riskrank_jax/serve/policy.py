@@ -1,32 +1,51 @@
-"""Which calls the gateway lets through: `Policy` (the config's ``policy`` block) and `decide`.
+"""Which calls the gateway lets through: `Policy` (the config's ``policy`` block) and `decide_call`, the one
+function from what the gate knows of a tool now (`ToolState`: its current definition, its pin, its assessed
+dimensions), a call's arguments and the session's flow to a `Decision` with its rule and reason. The MCP layer
+only translates the decision; nothing else decides.
 
 Order of the rules (the first that applies decides; `Decision.rule` names it, the audit log records it):
 
-1. ``deny`` patterns refuse ("deny");
-2. **arguments** ("sql: ...", "shell: ...", "code: ..."): for a tool whose risk lies in one argument
+1. **unknown tool** / **not callable** / **unavailable**: a name the gateway did not list, a tool listed from a
+   registry file, a tool its server no longer lists, a server that is down: refused;
+2. ``deny`` patterns refuse ("deny"); patterns match the tool's identity ``server.tool`` only;
+3. **schema**: arguments that do not validate against the tool's current ``inputSchema`` are refused with what
+   is wrong (`serve.call_arguments.schema_errors`), before anything is forwarded;
+4. **pin** ("pin store", "quarantine", "definition changed"): a pin store the gateway cannot read refuses (fail
+   closed); a tool held in quarantine, or whose definition changed since it was accepted (or is not yet
+   assessed), asks, whatever its level and the allow patterns (`serve.pins`);
+5. **agent instructions**: a tool whose description or schema carries instructions aimed at the agent
+   (`registry.poisoning`) asks;
+6. **secret in arguments**: a secret found in an argument value (`serve.call_arguments.find_secrets`) going to
+   a public-sink, open-world or unannotated tool asks; an argument naming a secret file (``~/.ssh/id_rsa``,
+   ``.env``) makes the call a secret source for step 10;
+7. **arguments** ("sql: ...", "shell: ...", "code: ..."): for a tool whose risk lies in one argument
    (`registry.dimensions.argument_rule`), `registry.arguments.judge_arguments` reads this call's argument — one
    read-only SQL statement or one read-only shell command is a read for this call (mutation read, no
-   execution); anything else counts as execution and a destructive write for this call. Steps 3–6 then see the
+   execution); anything else counts as execution and a destructive write for this call. Steps 8–11 then see the
    call's dimensions and level;
-3. **session flow** ("session flow"): once a tool that returns untrusted content has answered in this session,
+8. **session flow** ("session flow"): once a tool that returns untrusted content has answered in this session,
    a call that is a public sink, destructive or a secret source needs confirmation even when its level alone
    would pass — prompt-injected content could otherwise leak data or act through it (``session_flow``);
-4. ``allow`` patterns let through ("allow pattern");
-5. **dimensions** ("dimension"): a call with a dimension in ``ask_dimensions`` needs confirmation; one above
-   ``allow_level`` whose every risky dimension is in ``allow_dimensions`` goes through;
-6. **level** ("level"): at or below ``allow_level`` it goes through; above it the call needs confirmation
-   (``confirm: "elicit"``, asked through MCP elicitation when the client supports it) or is refused
-   (``confirm: "refuse"``).
+9. ``allow`` patterns let through ("allow pattern");
+10. **dimensions** ("dimension"): a call with a dimension in ``ask_dimensions`` needs confirmation; one above
+    ``allow_level`` whose every risky dimension is in ``allow_dimensions`` goes through;
+11. **level** ("level"): at or below ``allow_level`` it goes through; above it the call needs confirmation
+    (``confirm: "elicit"``, asked through MCP elicitation when the client supports it) or is refused
+    (``confirm: "refuse"``).
 
 With the default ``allow_level`` 3 and dimension-based levels (`registry.dimensions.level_from_dimensions`),
 reads and local reversible writes pass and every destructive, public-sink, secret-source, execution or money
-call asks. Every reason names the level and the dimensions with their sources.
+call asks. Every reason names the level and the dimensions with their sources, in the gateway's own words: the
+only foreign text in a reason is a validated tool identity or an escaped, capped name (`serve.identity.shown`).
 
 Why deny first: a deny is an audit decision, and no risk level, argument or allow pattern may override it.
+Why pins and instructions before allow patterns: a pattern was written for the tool as it was when the user
+wrote it, not for what a server turned it into since.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
@@ -39,11 +58,12 @@ FLOW_DIMENSIONS = ("public_sink", "destructive", "secret_source")  # asked for a
 
 @dataclass(frozen=True)
 class Policy:
-    """allow_level: highest risk level (1..5) that passes without confirmation; allow / deny: tool-name globs
-    (matched against the gateway's name and ``server.tool``); trusted_servers: servers whose MCP annotations
-    may lower a tool's risk; confirm: "elicit" or "refuse" for calls that need confirmation; ask_dimensions /
-    allow_dimensions: dimension names (DIMENSION_NAMES) that always ask / that do not count against a call;
-    session_flow: apply the session-flow rule."""
+    """allow_level: highest risk level (1..5) that passes without confirmation; allow / deny: globs over the
+    tool's identity ``server.tool``; trusted_servers: servers whose MCP annotations may lower a tool's risk;
+    confirm: "elicit" or "refuse" for calls that need confirmation; ask_dimensions / allow_dimensions: dimension
+    names (DIMENSION_NAMES) that always ask / that do not count against a call; session_flow: apply the
+    session-flow rule; quarantine_new_servers: hold every tool seen for the first time until a person accepts
+    it (`riskrank-jax pins accept`)."""
 
     allow_level: int = DEFAULT_ALLOW_LEVEL
     allow: tuple[str, ...] = ()
@@ -53,6 +73,7 @@ class Policy:
     ask_dimensions: tuple[str, ...] = ()
     allow_dimensions: tuple[str, ...] = ()
     session_flow: bool = True
+    quarantine_new_servers: bool = False
 
     def __post_init__(self):
         for key in ("ask_dimensions", "allow_dimensions"):
@@ -64,12 +85,37 @@ class Policy:
 
 @dataclass(frozen=True)
 class Decision:
-    """action: "allow", "confirm" or "refuse"; reason: one sentence for the client and the audit log; rule:
-    the rule that decided (module docstring)."""
+    """action: "allow", "confirm" or "refuse"; reason: one sentence for the client and the audit log, in the
+    gateway's own words; rule: the rule that decided (module docstring); secrets: the kinds of secret found in
+    the arguments, with their argument paths ({"path", "kind"}; never a value), for the audit log."""
 
     action: str
     reason: str
     rule: str = "level"
+    secrets: tuple = ()
+
+
+@dataclass(frozen=True)
+class ToolState:
+    """What the gate knows of one tool at the moment of a call.
+
+    name: the gateway identity ``server.tool``; server: None for a tool listed from a registry file (never
+    callable); level, source, dimensions: the catalog's assessment (dimensions: the tool's dimension row, or
+    None when its level does not come from dimensions); definition: the MCP tool object its server lists now
+    (None: it no longer lists it); assessed: the assessment is of that definition; pin: its `serve.pins`
+    status; unavailable: why it cannot be called now (server down, unreadable schema), or None; instructions:
+    the source of its ``agent_instructions`` dimension ("detector: <categories>") or None."""
+
+    name: str
+    server: str | None
+    level: int
+    source: str
+    dimensions: dict | None
+    definition: dict | None
+    assessed: bool = True
+    pin: str = "accepted"
+    unavailable: str | None = None
+    instructions: str | None = None
 
 
 def _matching(patterns, names) -> str | None:
@@ -84,7 +130,8 @@ def active_dimensions(row: dict | None) -> tuple[str, ...]:
     if not row:
         return ()
     m = row["mutation"]["value"]
-    return ((m,) if m != "read" else ()) + tuple(f for f in FLAGS if row[f]["value"])
+    extra = ("agent_instructions",) if (row.get("agent_instructions") or {}).get("value") else ()
+    return ((m,) if m != "read" else ()) + tuple(f for f in FLAGS if row[f]["value"]) + extra
 
 
 def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | None]:
@@ -97,6 +144,8 @@ def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | Non
         return row, None
     judged = judge_arguments(row["argument_rule"], arguments)
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in row.items()}
+    if getattr(judged, "secret_source", False):
+        out["secret_source"] = {"value": True, "source": judged.rule}
     if judged.reads:
         out["mutation"] = {"value": "read", "source": judged.rule}
         out["execution"] = {"value": False, "source": None}
@@ -110,19 +159,20 @@ def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | Non
 def row_level(row: dict) -> int:
     """level_from_dimensions of one dimension row."""
     mut = MUTATIONS.index(row["mutation"]["value"])
-    return int(level_from_dimensions([mut], [[row[f]["value"] for f in FLAGS]])[0])
+    instructions = bool((row.get("agent_instructions") or {}).get("value"))
+    return int(level_from_dimensions([mut], [[row[f]["value"] for f in FLAGS]], [instructions])[0])
 
 
-def _ask(policy: Policy, what: str, rule: str) -> Decision:
+def _ask(policy: Policy, what: str, rule: str, secrets=()) -> Decision:
     if policy.confirm == "elicit":
-        return Decision("confirm", f"{what}: needs the user's confirmation", rule)
-    return Decision("refuse", f"{what}, and the policy refuses such calls (confirm: refuse)", rule)
+        return Decision("confirm", f"{what}: needs the user's confirmation", rule, secrets)
+    return Decision("refuse", f"{what}, and the policy refuses such calls (confirm: refuse)", rule, secrets)
 
 
 def decide(policy: Policy, names: tuple[str, ...], level: int, source: str, dimensions: dict | None = None,
            arguments=None, flow: str | None = None) -> Decision:
-    """The decision for calling a tool known by ``names`` (its gateway name first) at risk ``level`` (1..5)
-    whose level came from ``source``.
+    """Steps 2 and 7-11 of the module docstring (`decide_call` runs them last): the decision for calling a tool
+    known by ``names`` (its identity first) at risk ``level`` (1..5) whose level came from ``source``.
 
     dimensions: the tool's dimension row (`DimensionAssessment.row`) or None when its level does not come from
     dimensions (declared risk, an explicit risk head); arguments: this call's arguments (None: not known, as in
@@ -158,5 +208,79 @@ def decide(policy: Policy, names: tuple[str, ...], level: int, source: str, dime
     return _ask(policy, f"{what} is above allow_level {policy.allow_level}", rule)
 
 
-__all__ = ["Policy", "Decision", "decide", "call_dimensions", "active_dimensions", "row_level", "CONFIRM_MODES",
-           "DEFAULT_ALLOW_LEVEL", "FLOW_DIMENSIONS"]
+def _open_world(definition: dict, row: dict | None) -> bool:
+    """Whether a secret given to this tool may leave: a public sink, or a tool not annotated as closed-world
+    (MCP's openWorldHint defaults to true; an unannotated tool is presumed to reach outside)."""
+    if row is not None and row["public_sink"]["value"]:
+        return True
+    hints = definition.get("annotations") or {}
+    return hints.get("openWorldHint") is not False
+
+
+def _with_secret_paths(row: dict | None, found) -> dict | None:
+    """The dimension row of a call whose arguments name secret files: a secret source for this call."""
+    if row is None or not found or row["secret_source"]["value"]:
+        return row
+    out = dict(row)
+    out["secret_source"] = {"value": True, "source": f"arguments: {', '.join(sorted({f.kind for f in found}))}"}
+    return out
+
+
+def decide_call(policy: Policy, tool: ToolState | None, arguments=None, flow: str | None = None) -> Decision:
+    """The decision for one call of ``tool`` with ``arguments`` (None: no call, as in a listing, which skips the
+    argument checks) in a session whose ``flow`` is the tool that returned untrusted content earlier (None:
+    none did). The rules and their order: the module docstring. Pure: it reads nothing but its inputs."""
+    from riskrank_jax.serve.call_arguments import find_secrets, schema_errors, secret_paths
+
+    if tool is None:
+        return Decision("refuse", "unknown tool: the gateway did not list it (use search_tools to find tools)",
+                        "unknown tool")
+    if tool.server is None:
+        return Decision("refuse", f"'{tool.name}' is listed from a registry file, not served by any MCP server",
+                        "not callable")
+    if arguments is not None and not isinstance(arguments, dict):
+        return Decision("refuse", "arguments must be a JSON object", "schema")
+    pattern = _matching(policy.deny, (tool.name,))
+    if pattern is not None:
+        return Decision("refuse", f"'{tool.name}' matches the policy's deny pattern '{pattern}'", "deny")
+    if tool.definition is None:
+        return Decision("refuse", f"server '{tool.server}' no longer lists '{tool.name}'", "unavailable")
+    if tool.unavailable is not None:
+        return Decision("refuse", tool.unavailable, "unavailable")
+    secrets = ()
+    row = tool.dimensions
+    level, source = tool.level, tool.source
+    if arguments is not None:
+        errors = schema_errors(tool.definition.get("inputSchema") or {"type": "object"}, arguments)
+        if errors:
+            return Decision("refuse", f"the arguments do not match the input schema of '{tool.name}': "
+                                      + "; ".join(errors), "schema")
+        found = find_secrets(arguments)
+        secrets = tuple({"path": f.path, "kind": f.kind} for f in found)
+        row = _with_secret_paths(row, secret_paths(arguments))
+        if row is not tool.dimensions and source != "declared":
+            level, source = row_level(row), describe(row)
+    what = f"risk level {level} ({source})"
+    if tool.pin == "unavailable":
+        return Decision("refuse", "the gateway cannot read its pin store, so it cannot tell whether this tool's "
+                                  "definition changed; refused (fail closed)", "pin store", secrets)
+    if tool.pin == "quarantined":
+        return _ask(policy, f"'{tool.name}' is in quarantine until a person accepts it (riskrank-jax pins "
+                            f"accept {tool.name}); {what}", "quarantine", secrets)
+    if tool.pin != "accepted" or not tool.assessed:
+        why = ("its definition changed since it was accepted (riskrank-jax pins accept " + tool.name + ")"
+               if tool.pin != "accepted" else "the server lists a definition the gateway has not assessed yet")
+        return _ask(policy, f"'{tool.name}': {why}; {what}", "definition changed", secrets)
+    if tool.instructions is not None:
+        return _ask(policy, f"'{tool.name}' has instructions aimed at the agent in its description or schema "
+                            f"({tool.instructions}); {what}", "agent instructions", secrets)
+    if secrets and _open_world(tool.definition, row):
+        kinds = ", ".join(sorted({s["kind"] for s in secrets}))
+        return _ask(policy, f"the arguments hold a secret ({kinds}) and '{tool.name}' may send it outside "
+                            f"(public sink, open-world or unannotated); {what}", "secret in arguments", secrets)
+    d = decide(policy, (tool.name,), level, source, row, arguments, flow)
+    return dataclasses.replace(d, secrets=secrets)
+
+
+__all__ = ["Policy", "Decision", "ToolState", "decide_call", "decide", "call_dimensions", "active_dimensions",
+           "row_level", "CONFIRM_MODES", "DEFAULT_ALLOW_LEVEL", "FLOW_DIMENSIONS"]
