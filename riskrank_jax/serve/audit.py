@@ -7,9 +7,10 @@ arguments_hmac (`arguments_digest`: HMAC-SHA256 of the arguments as canonical JS
 key). Never the argument values: they may hold secrets.
 
 The key (`installation_key`) is 32 random bytes in ``<state_dir>/audit.key``, created once with mode 0600 and
-refused when group or others may read it. Why keyed: a plain sha256 of short arguments (a 6-digit code, a
-password from a leaked list) is reversed by trying candidates; without the key, the log's digests can only be
-compared with each other (the same arguments, the same digest), and by whoever holds the key, with a guess.
+refused when group or others have any permission on it. Why keyed: a plain sha256 of short arguments (a 6-digit
+code, a password from a leaked list) is reversed by trying candidates; without the key, the log's digests can
+only be compared with each other (the same arguments, the same digest), and by whoever holds the key, with a
+guess.
 
 Why fsync before forwarding: a gateway killed right after a call must still leave that call's line complete.
 """
