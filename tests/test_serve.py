@@ -357,6 +357,7 @@ def test_http_gateway_token_policy_allow_http_downstream_and_sigkill_audit(tmp_p
     (tmp_path / "servers.json").write_text(json.dumps(cfg))
     token = "s3cret-token-0123456789"
     (tmp_path / "token").write_text(token + "\n")
+    os.chmod(tmp_path / "token", 0o600)  # a token file others can read is refused
     audit = tmp_path / "audit.jsonl"
     gw = subprocess.Popen([sys.executable, "-m", "riskrank_jax", "serve", "--config", str(tmp_path / "servers.json"),
                            "--http", f"127.0.0.1:{gw_port}", "--token-file", str(tmp_path / "token"),

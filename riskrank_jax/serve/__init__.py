@@ -2,17 +2,28 @@
 
 Modules, top to bottom:
 
-* ``gateway``    — the gateway's state: the catalog it ranks with (one ``Ranker``), searches, the gate, the audit
-                   line before forwarding, stdio and streamable HTTP;
-* ``mcp_app``    — its MCP surface on the SDK's ``MCPServer``: ``search_tools``, ``call_tool`` (with elicitation),
-                   ``list_servers``, or ``--expose filtered``;
-* ``downstream`` — one supervised MCP client per downstream server: list all pages leniently (invalid tools
-                   named, not fatal), watch list_changed, restart with a backoff that settles, forward calls
-                   with a timeout, progress and cancellation;
-* ``config``     — the ``mcpServers`` JSON (plus ``registries``, ``policy`` and ``limits``), read with file:line
-                   errors;
-* ``policy``     — which calls go through, need confirmation, or are refused, and why;
-* ``audit``      — the JSON Lines audit log, flushed to disk before a call is forwarded.
+* ``gateway``        — the gateway's state: the catalog it ranks with (one ``Ranker``), searches, what the gate
+                       knows of a tool now, the audit line before forwarding, stdio and streamable HTTP;
+* ``mcp_app``        — its MCP surface on the SDK's ``MCPServer``: ``search_tools``, ``call_tool`` (with
+                       elicitation), ``list_servers``, or ``--expose filtered``; it only translates decisions;
+* ``http_guard``     — the HTTP transport's guard: Host and Origin for every bind address, the bearer token,
+                       request size;
+* ``downstream``     — one supervised MCP client per downstream server: list all pages leniently (invalid tools
+                       named, not fatal), watch list_changed, restart with a backoff that settles, forward calls
+                       with a timeout, progress and cancellation;
+* ``bounded_stdio``  — the stdio transport to a downstream server with a cap on each message it reads;
+* ``results``        — a downstream result cut to ``limits.max_result_bytes``, the agent told what was cut;
+* ``config``         — the ``mcpServers`` JSON (plus ``registries``, ``policy`` and ``limits``), read with
+                       file:line errors;
+* ``policy``         — `decide_call`, the one function that decides a call (allow, ask, refuse) and says why;
+* ``call_arguments`` — a call's arguments checked before they leave: the tool's input schema, secrets, secret
+                       file paths;
+* ``pins``           — each tool's definition pinned at first sight in SQLite; changes marked until accepted;
+* ``identity``       — one identity per tool, ``server.tool``, the MCP specification's name rules, and how
+                       foreign text is shown;
+* ``audit``          — the JSON Lines audit log, flushed to disk before a call is forwarded, with a keyed digest
+                       of the arguments;
+* ``sdk_hooks``      — the MCP SDK's private parts the gateway relies on, one function each.
 
 Why its own folder: the gateway is a transport around the ``Ranker``; it adds no second ranking path.
 """

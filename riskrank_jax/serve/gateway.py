@@ -179,10 +179,11 @@ def _saved_ranker(model_dir, reg, encoder):
     from riskrank_jax.rank.ranker import Ranker
 
     ranker = Ranker.load(model_dir, expect_encoder_id=encoder.model_id)
-    if (reg.names, reg.texts) != (ranker.tool_names, ranker.tool_texts):
+    if tuple(reg.texts) != tuple(ranker.tool_texts):  # the texts hold each tool's name words, not its prefix
         log(f"{model_dir}: the saved ranker was fitted to other tools than the servers list now; serving the "
             "zero-shot ranker until they match again")
         return None
+    ranker = dataclasses.replace(ranker, tool_names=tuple(reg.names))  # the gateway's identities server.tool
     return ranker if ranker.encoder is not None else dataclasses.replace(ranker, encoder=encoder)  # tuned: its own
 
 
@@ -436,6 +437,12 @@ class Gateway:
         return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.options.tool_references,
                                               lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
 
+    def filtered_tools(self, catalog: Catalog) -> list[dict]:
+        """``--expose filtered``: the MCP tool objects of every downstream tool the policy lets through now,
+        named by identity, descriptions as the agent may see them (`agent_description`)."""
+        return [dict(e.listed, name=e.name, description=agent_description(e)) for i, e in enumerate(catalog.entries)
+                if e.server is not None and decide_call(self.policy, self.tool_state(catalog, i)).action == "allow"]
+
     def blocked(self, e: "Entry") -> str | None:
         """Why the tool of ``e`` cannot be called now: its server is not running (its tools stay listed,
         marked unavailable, until it is back), or its input schema cannot be read; None when it can."""
@@ -565,12 +572,17 @@ class Gateway:
             await server.run_stdio_async()
             tg.cancel_scope.cancel()
 
-    async def serve_http(self, host: str, port: int, token: str | None) -> None:
+    async def serve_http(self, host: str, port: int, token: str | None, allowed_hosts=(), allowed_origins=()) -> None:
+        """Streamable HTTP at http://host:port/mcp behind `serve.http_guard.HttpGuard`, for every bind address:
+        Host (this gateway's names, plus ``allowed_hosts``) and browser Origin (plus ``allowed_origins``)
+        checked, the bearer token when one is given, request bodies capped."""
         import uvicorn
 
-        app = self.mcp_server().streamable_http_app(host=host)
-        if token is not None:
-            app = BearerAuth(app, token)
+        from riskrank_jax.serve.http_guard import HttpGuard, sdk_transport_security
+
+        app = self.mcp_server().streamable_http_app(host=host, transport_security=sdk_transport_security())
+        app = HttpGuard(app, bind_host=host, port=port, token=token, allowed_hosts=allowed_hosts,
+                        allowed_origins=allowed_origins)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.start)
             server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
@@ -579,25 +591,5 @@ class Gateway:
             tg.cancel_scope.cancel()
 
 
-class BearerAuth:
-    """ASGI middleware: 401 unless ``Authorization: Bearer <token>`` (compared in constant time)."""
-
-    def __init__(self, app, token: str):
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self.expected):
-                body = b'{"error": "unauthorized: this gateway needs Authorization: Bearer <token>"}'
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
 __all__ = ["Gateway", "GatewayOptions", "Catalog", "Entry", "build_catalog", "search",
-           "EXPOSE_MODES", "BearerAuth"]
+           "EXPOSE_MODES"]

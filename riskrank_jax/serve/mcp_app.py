@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.serve.identity import shown
-from riskrank_jax.serve.policy import Decision, ToolState, decide_call
+from riskrank_jax.serve.policy import Decision, ToolState
 
 
 class Confirm(BaseModel):
@@ -200,11 +200,7 @@ class GatewayServer(MCPServer):
         catalog = await catalog_or_none(self.gateway)  # the first listing waits for the first catalog
         if catalog is None:
             return []
-        from riskrank_jax.serve.gateway import agent_description
-
-        return [types.Tool.model_validate(dict(e.listed, name=e.name, description=agent_description(e)))
-                for i, e in enumerate(catalog.entries) if e.server is not None
-                and decide_call(self.gateway.policy, self.gateway.tool_state(catalog, i)).action == "allow"]
+        return [types.Tool.model_validate(t) for t in self.gateway.filtered_tools(catalog)]
 
     async def call_tool(self, name, arguments, context=None):
         if self.gateway.options.expose != "filtered":
