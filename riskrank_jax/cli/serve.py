@@ -60,25 +60,37 @@ def read_token(path) -> str:
     return token
 
 
+HTTP_OPTIONS = (
+    click.option("--http", "http", default=None, metavar="HOST:PORT",
+                 help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio. Any HOST other than exactly "
+                      "127.0.0.1, ::1 or localhost needs --token-file. Requests must name this gateway in their "
+                      "Host header (421 otherwise) and, from a browser, come from an allowed Origin (403)."),
+    click.option("--token-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                 help="Bearer token clients must send over HTTP (Authorization: Bearer <token>): one line of at "
+                      "least 16 characters, in a file only its owner can read (chmod 600)."),
+    click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
+                 help="Another Host header value the HTTP gateway answers to, e.g. its DNS name behind a proxy "
+                      "(NAME alone: any port). The bind address with its port, and for a loopback bind "
+                      "127.0.0.1, localhost and [::1] with that port, are always allowed. Repeatable."),
+    click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
+                 help="A browser Origin (scheme://host[:port]) allowed to use the HTTP gateway, besides "
+                      "http(s)://<an allowed host>. Requests without Origin (not from a browser) pass. Repeatable."),
+)
+
+
+def _http_options(command):
+    """HTTP_OPTIONS, in their order in --help."""
+    for option in reversed(HTTP_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command("serve")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries", "policy" and '
                    '"limits" (timeouts, restart backoff, caps).')
-@click.option("--http", "http", default=None, metavar="HOST:PORT",
-              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio. Any HOST other than exactly "
-                   "127.0.0.1, ::1 or localhost needs --token-file. Requests must name this gateway in their "
-                   "Host header (421 otherwise) and, from a browser, come from an allowed Origin (403).")
-@click.option("--token-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Bearer token clients must send over HTTP (Authorization: Bearer <token>): one line of at "
-                   "least 16 characters, in a file only its owner can read (chmod 600).")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
-              help="Another Host header value the HTTP gateway answers to, e.g. its DNS name behind a proxy "
-                   "(NAME: any port). The bind address with its port (and for loopback, 127.0.0.1, localhost "
-                   "and [::1] with it) are always allowed. Repeatable.")
-@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
-              help="A browser Origin (scheme://host[:port]) allowed to use the HTTP gateway, besides http(s):// "
-                   "an allowed host. Requests without Origin (not from a browser) are not affected. Repeatable.")
+@_http_options
 @click.option("--expose", type=click.Choice(["search", "filtered"]), default="search", show_default=True,
               help="search: search_tools + call_tool + list_servers; filtered: the downstream tools themselves, "
                    "minus those above the policy's allow_level.")
@@ -109,10 +121,11 @@ def serve_command(files, config_path, http, token_file, allowed_hosts, allowed_o
 
     import anyio
 
+    config = _gateway_config(config_path, files, allow_level)
+    host, port, token = _http_settings(http, token_file, allowed_hosts, allowed_origins)  # before the gateway loads
+
     from riskrank_jax.serve.gateway import Gateway, GatewayOptions
 
-    config = _gateway_config(config_path, files, allow_level)
-    host, port, token = _http_settings(http, token_file, allowed_hosts, allowed_origins)
     options = GatewayOptions(expose=expose, tool_references=tool_references, audit_log=audit_log,
                              cache_dir=cache_dir, encoder=encoder, risk_head=risk_head, model=model,
                              trust_annotations=trust_annotations, state_dir=state_dir)
