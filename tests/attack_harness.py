@@ -69,20 +69,6 @@ def http_server(name: str, calls_log: Path, *extra: str):
         proc.wait(10)
 
 
-def _known_to_this_gateway(doc: dict) -> tuple[dict, bool]:
-    """(config, whether the gateway takes --state-dir): the config less the limits keys that the gateway of this
-    checkout does not read yet, so the harness also starts the gateway of before the hardening, and only the
-    assertions about new behaviour fail there."""
-    from riskrank_jax.cli.serve import serve_command
-    from riskrank_jax.serve.config import LIMIT_KEYS
-
-    doc = json.loads(json.dumps(doc))
-    if "limits" in doc:
-        doc["limits"] = {k: v for k, v in doc["limits"].items() if k in LIMIT_KEYS}
-    options = {o for p in serve_command.params for o in p.opts}
-    return doc, "--state-dir" in options
-
-
 class Gate:
     """One client of a gateway (on a blocking portal) and what the attack tests read around it: ``asked`` (every
     elicitation message shown to the user), ``answer`` ("accept" or "decline": what the user answers), the
@@ -183,9 +169,8 @@ def _elicitation(gate_box: list):
 
 
 def _write_config(d: Path, config: dict) -> tuple[Path, list[str]]:
-    doc, state_dir = _known_to_this_gateway(config)
-    (d / "servers.json").write_text(json.dumps(doc, indent=1))
-    return d / "servers.json", (["--state-dir", str(d / "state")] if state_dir else [])
+    (d / "servers.json").write_text(json.dumps(config, indent=1))
+    return d / "servers.json", ["--state-dir", str(d / "state")]
 
 
 @contextlib.contextmanager

@@ -252,6 +252,9 @@ def test_poisoned_descriptions_are_withheld_flagged_and_ask(g):
         assert row["dimensions"]["agent_instructions"]["source"].startswith("detector: "), name
         assert row["risk_level"] >= 4 and _flags_start(row, "instructions aimed at the agent"), (name, row)
         assert row["call"] != "allowed", (name, row["call"])
+        schema = json.dumps(row["input_schema"])  # its free text withheld too; names and shape kept ("sidenote")
+        assert not [w for w in ATTACKER_WORDS if w != "sidenote" and w in schema], (name, schema)
+        assert '"description"' not in schema and row["input_schema"]["type"] == "object", (name, schema)
     clean = rows["poison.add_numbers"]
     assert clean["description"] == "Add two numbers and return their sum." and clean["call"] == "allowed"
     assert not _flags_start(clean, "instructions aimed at the agent")

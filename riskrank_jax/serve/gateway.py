@@ -204,7 +204,7 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
     for h in hits:
         i = catalog.by_name[h.name]
         e, now = catalog.entries[i], state(i)
-        row = {"name": e.name, "description": agent_description(e), "input_schema": e.listed.get("inputSchema", {}),
+        row = {"name": e.name, "description": agent_description(e), "input_schema": agent_schema(e),
                "server": e.server, "risk_level": h.risk_level, "risk_source": h.risk_source,
                "dimensions": _dimension_row(catalog, i), "score": round(h.score, 4),
                "call": call_preview(catalog, i, policy, now), "flags": tool_flags(e, now),
@@ -228,6 +228,32 @@ def agent_description(e: "Entry") -> str:
 
     desc = e.listed.get("description") or ""
     return desc if e.instructions is None else neutralise(desc, e.instructions)
+
+
+FOREIGN_SCHEMA_TEXT = ("description", "title", "examples", "default", "$comment")
+
+
+def agent_schema(e: "Entry") -> dict:
+    """The input schema the agent sees: the server's, or for a tool with instructions aimed at the agent the
+    same schema without its free text (descriptions, titles, examples, defaults), where such instructions hide."""
+    schema = e.listed.get("inputSchema", {})
+    return schema if e.instructions is None else _without_text(schema)
+
+
+def _without_text(node):
+    """A JSON schema without the FOREIGN_SCHEMA_TEXT keywords at any depth (property names are kept: a
+    property may be called "description")."""
+    if isinstance(node, list):
+        return [_without_text(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k in ("properties", "patternProperties", "$defs", "definitions") and isinstance(v, dict):
+            out[k] = {name: _without_text(sub) for name, sub in v.items()}
+        elif k not in FOREIGN_SCHEMA_TEXT:
+            out[k] = _without_text(v)
+    return out
 
 
 def tool_flags(e: "Entry", now: ToolState) -> list[str]:
@@ -440,7 +466,8 @@ class Gateway:
     def filtered_tools(self, catalog: Catalog) -> list[dict]:
         """``--expose filtered``: the MCP tool objects of every downstream tool the policy lets through now,
         named by identity, descriptions as the agent may see them (`agent_description`)."""
-        return [dict(e.listed, name=e.name, description=agent_description(e)) for i, e in enumerate(catalog.entries)
+        return [dict(e.listed, name=e.name, description=agent_description(e), inputSchema=agent_schema(e))
+                for i, e in enumerate(catalog.entries)
                 if e.server is not None and decide_call(self.policy, self.tool_state(catalog, i)).action == "allow"]
 
     def blocked(self, e: "Entry") -> str | None:
