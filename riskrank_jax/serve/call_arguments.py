@@ -38,24 +38,11 @@ import re
 from dataclasses import dataclass
 
 from riskrank_jax.registry.arguments import secret_path_kinds
+from riskrank_jax.serve.identity import SHOWN_CHARS, shown
 
-SHOWN_CHARS = 40
 SHOWN_DEPTH = 12  # path components shown at most
 _KEYED_CHARS = 256  # values up to this long are also scanned as a "key": "value" line (credentials are short)
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def shown(text: str, cap: int = SHOWN_CHARS) -> str:
-    """``text`` JSON-quoted, every control, non-ASCII or DEL character as an escape, its content cut to ``cap``
-    characters with "…" inside the quotes."""
-    out, n = [], 0
-    for ch in str(text):
-        e = "\\u007f" if ch == "\x7f" else json.dumps(ch, ensure_ascii=True)[1:-1]
-        if n + len(e) > cap:
-            return '"' + "".join(out) + '…"'
-        out.append(e)
-        n += len(e)
-    return '"' + "".join(out) + '"'
 
 
 def json_path(parts) -> str:

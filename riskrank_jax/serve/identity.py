@@ -54,13 +54,18 @@ def split_identity(name: str) -> tuple[str, str] | None:
 
 
 def shown(text, cap: int = SHOWN_CHARS) -> str:
-    """``text`` as the gateway shows foreign text: JSON-quoted with every non-ASCII or control character escaped,
-    cut to ``cap`` characters with "…" inside the quotes."""
+    """``text`` JSON-quoted, every control, non-ASCII or DEL character as an escape, its content cut to ``cap``
+    characters with "…" inside the quotes (a non-string is shown as its JSON)."""
     if not isinstance(text, str):
         text = json.dumps(text, default=str)
-    cut = text[:cap]
-    out = json.dumps(cut, ensure_ascii=True)
-    return out[:-1] + "…\"" if len(text) > cap else out
+    out, n = [], 0
+    for ch in text:
+        e = "\\u007f" if ch == "\x7f" else json.dumps(ch, ensure_ascii=True)[1:-1]
+        if n + len(e) > cap:
+            return '"' + "".join(out) + '…"'
+        out.append(e)
+        n += len(e)
+    return '"' + "".join(out) + '"'
 
 
 __all__ = ["SEPARATOR", "server_name_problem", "tool_name_problem", "identity", "split_identity", "shown"]
