@@ -86,3 +86,55 @@ def test_the_tool_input_schema_hook_is_what_the_sdk_reads_a_tools_schema_from():
     lowlevel = server._lowlevel_server
     assert lowlevel.get_tool_input_schema("echo")["required"] == ["text"]
     assert NoSchema("hooks")._lowlevel_server.get_tool_input_schema("x") == {"overridden": "x"}
+
+
+def test_the_stdio_client_parts_spawn_parse_drain_and_stop_a_real_process():
+    """The parts serve.bounded_stdio reuses around its own reader, on a real child process."""
+    import sys
+
+    from mcp.client import stdio
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.message import SessionMessage
+
+    assert sdk_hooks.STDIO_WRITER_FLUSH_S == stdio._WRITER_FLUSH_TIMEOUT
+    assert sdk_hooks.stdio_logger() is stdio.logger
+    ok = sdk_hooks.stdio_parse_line('{"jsonrpc": "2.0", "id": 1, "result": {}}')
+    assert isinstance(ok, SessionMessage) and ok.message.id == 1
+    assert isinstance(sdk_hooks.stdio_parse_line("not json"), Exception)
+
+    async def drained_after_stop():
+        async def stop_soon(p):
+            await anyio.sleep(0.5)
+            await sdk_hooks.stdio_stop(p)
+
+        import tempfile
+
+        server = StdioServerParameters(command=sys.executable, args=[
+            "-c", "import sys, time; print('x' * 100000); sys.stdout.flush(); time.sleep(60)"])
+        with tempfile.TemporaryFile("w+") as err:
+            process = await sdk_hooks.stdio_spawn(server, err)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stop_soon, process)
+                with anyio.fail_after(20):
+                    await sdk_hooks.stdio_drain_stdout(process)
+        return process
+
+    p = anyio.run(drained_after_stop)
+    assert p.returncode is not None  # the drain read 100 kB until the SDK's stop sequence ended the child
+    a, b = anyio.create_memory_object_stream(1)
+    anyio.run(sdk_hooks.aclose_all, a, b)
+    with pytest.raises(anyio.ClosedResourceError):
+        a.send_nowait(1)
+
+
+def test_the_http_client_parts_build_wrap_and_decode():
+    import gzip
+
+    client = sdk_hooks.create_http_client({"Authorization": "Bearer t"})
+    assert client.headers["authorization"] == "Bearer t"
+    wrapped = []
+    sdk_hooks.wrap_http_transports(client, lambda t: wrapped.append(t) or ("wrapped", t))
+    assert client._transport[0] == "wrapped" and wrapped
+    decoder = sdk_hooks.content_decoder(["gzip"])
+    out = b"".join(decoder.decode(gzip.compress(b"hello " * 1000))) + b"".join(decoder.flush())
+    assert out == b"hello " * 1000

@@ -23,7 +23,7 @@ The HTTP client caps each non-SSE response body at the limit, counting decoded b
 when its output passes the limit, not after).
 
 Everything else (spawning, the shutdown sequence, the stdin writer) is the SDK's, reused from
-mcp.client.stdio. Lines are split on the byte b"\\n", which for UTF-8 (the default and what the gateway
+mcp.client.stdio through `serve.sdk_hooks`. Lines are split on the byte b"\\n", which for UTF-8 (the default and what the gateway
 uses) is the same as splitting the decoded text.
 """
 
@@ -40,6 +40,8 @@ from typing import TextIO
 import anyio
 import anyio.lowlevel
 import httpx2
+
+from riskrank_jax.serve import sdk_hooks
 
 READ_CHUNK = 65536
 HEAD_BYTES = 4096  # of a dropped message, what is kept to name it: its start ...
@@ -205,12 +207,10 @@ class _Pipes:
 async def _stdout_reader(pipes: _Pipes, max_message_bytes: int, label: str, on_dropped) -> None:
     """The bounded reader: each line of at most max_message_bytes parsed as the SDK parses it, each longer one
     dropped (and answered, when it is a response whose id could be read)."""
-    from mcp.client import stdio as sdk
-
     process, server = pipes.process, pipes.server
 
     async def deliver(data: bytes) -> None:
-        await pipes.send(sdk._parse_line(data.decode(server.encoding, server.encoding_error_handler)))
+        await pipes.send(sdk_hooks.stdio_parse_line(data.decode(server.encoding, server.encoding_error_handler)))
 
     async def dropped(d: Dropped) -> None:
         if on_dropped is not None:
@@ -225,12 +225,12 @@ async def _stdout_reader(pipes: _Pipes, max_message_bytes: int, label: str, on_d
             except _SessionGone:
                 pass  # the session is gone; only the drain remains
             finally:
-                await sdk._drain_stdout(process)
+                await sdk_hooks.stdio_drain_stdout(process)
     except anyio.ClosedResourceError:
         pass  # our own shutdown closed stdout under the read
     except (anyio.BrokenResourceError, ConnectionError):
         if not pipes.shutting_down:
-            sdk.logger.exception("Reading from the MCP server's stdout failed mid-session")
+            sdk_hooks.stdio_logger().exception("Reading from the MCP server's stdout failed mid-session")
 
 
 async def _stdin_writer(pipes: _Pipes) -> None:
@@ -249,16 +249,14 @@ async def _stdin_writer(pipes: _Pipes) -> None:
 
 async def _shutdown(pipes: _Pipes) -> None:
     """The SDK's shutdown sequence: stop traffic, flush, stop the server (close stdin, wait, kill the tree)."""
-    from mcp.client import stdio as sdk
-
     pipes.read_stream.close()
     pipes.write_stream.close()
-    with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT) as flush_scope:
+    with anyio.move_on_after(sdk_hooks.STDIO_WRITER_FLUSH_S) as flush_scope:
         await pipes.writer_done.wait()
     if flush_scope.cancelled_caught:
         await anyio.lowlevel.cancel_shielded_checkpoint()
-    await sdk._stop_server_process(pipes.process)
-    await sdk._aclose_all(pipes.read_stream, pipes.write_stream, pipes.read_writer, pipes.write_reader)
+    await sdk_hooks.stdio_stop(pipes.process)
+    await sdk_hooks.aclose_all(pipes.read_stream, pipes.write_stream, pipes.read_writer, pipes.write_reader)
     await anyio.lowlevel.checkpoint()
 
 
@@ -268,15 +266,11 @@ async def stdio_client(server, errlog: TextIO = sys.stderr, *, max_message_bytes
     """mcp.client.stdio.stdio_client with a stdout reader bounded by max_message_bytes (see the module
     docstring); ``server`` is a StdioServerParameters; ``label`` names the server in errors; ``on_dropped`` is
     told of every dropped message."""
-    from mcp.client import stdio as sdk
     from mcp.shared.message import SessionMessage
 
     if max_message_bytes <= 0:
         raise ValueError("max_message_bytes must be positive")
-    command = await sdk._get_executable_command(server.command)
-    process = await sdk._create_platform_compatible_process(
-        command=command, args=server.args, env=sdk.get_default_environment() | (server.env or {}), errlog=errlog,
-        cwd=server.cwd)
+    process = await sdk_hooks.stdio_spawn(server, errlog)
     # no awaits from here until the task group is entered (a cancellation would leak the process)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -352,9 +346,7 @@ def _capped(inner, limit: int, label: str):
             codings = [c for c in codings if c and c != "identity"]
             decoder, headers = None, response.headers.raw
             if codings:  # decoded here, so that the limit counts what the body expands to
-                from httpx2._decoders import MultiDecoder
-
-                decoder = MultiDecoder(codings)
+                decoder = sdk_hooks.content_decoder(codings)
                 headers = [(k, v) for k, v in headers if k.lower() not in (b"content-encoding", b"content-length")]
             length = response.headers.get("content-length")
             declared = int(length) if length and length.strip().isdigit() else None
@@ -372,11 +364,8 @@ def http_client(headers: dict[str, str] | None = None, *, max_message_bytes: int
     """The SDK's httpx2 client (mcp.shared._httpx_utils.create_mcp_http_client: its timeouts, proxies from the
     environment) with every transport's non-SSE response bodies capped at max_message_bytes decoded bytes.
     Pass it to streamable_http_client(..., max_sse_event_size=max_message_bytes)."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    client = create_mcp_http_client(headers=headers)
-    client._transport = _capped(client._transport, max_message_bytes, label)
-    client._mounts = {k: None if t is None else _capped(t, max_message_bytes, label) for k, t in client._mounts.items()}
+    client = sdk_hooks.create_http_client(headers)
+    sdk_hooks.wrap_http_transports(client, lambda t: _capped(t, max_message_bytes, label))
     return client
 
 
