@@ -93,3 +93,12 @@ def test_search_results_and_refusals_show_dimensions_and_sources(catalog, tmp_pa
     refused = _gate(catalog, "slack.slack_post_message", {"channel_id": "C1", "text": "hi"}, Policy(confirm="refuse"))[1]
     assert refused.action == "refuse"
     assert "public_sink (keywords:post message)" in refused.reason and "confirm: refuse" in refused.reason
+
+
+def test_one_servers_unreadable_tool_list_is_left_out_alone():
+    from riskrank_jax.serve.gateway import readable_servers
+
+    bad = [{"name": "dup", "description": "x"}, {"name": "dup", "description": "y"}]  # never past vet_tools
+    ok, left_out = readable_servers([SERVERS[0], ("broken", bad), SERVERS[1]])
+    assert [name for name, _ in ok] == ["postgres", "fetch"]
+    assert list(left_out) == ["broken"] and "duplicate tool name 'dup'" in left_out["broken"]
