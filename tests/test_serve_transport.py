@@ -514,3 +514,49 @@ def test_http_downstream_result_over_the_limit_fails_named(json_response):
         served.stop()
     assert error.startswith("server 'tickets' sent a message of more than 1,048,576 bytes"), error
     assert "the call to 'big'" in error and fine.content[0].text == "x" * 1000 and ds.restarts == 0
+
+
+def test_bodies_held_together_are_bounded_and_released():
+    """Two requests whose bodies fit one by one but not together: the second gets 503 while the first is in
+    progress, and passes once it is answered."""
+    release, calls = anyio.Event(), []
+
+    async def slow(scope, receive, send):
+        calls.append((await receive())["body"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    guard = HttpGuard(slow, bind_host="127.0.0.1", port=8931, max_request_bytes=1000, max_buffered_bytes=1500)
+    scope = {"type": "http", "scheme": "http", "headers": [(b"host", b"127.0.0.1:8931")]}
+
+    async def request(body: bytes):
+        sent, chunks = [], [{"type": "http.request", "body": body[:500], "more_body": True},
+                            {"type": "http.request", "body": body[500:], "more_body": False}]
+
+        async def receive():
+            return chunks.pop(0) if chunks else await anyio.sleep_forever()
+
+        async def send(message):
+            sent.append(message)
+
+        await guard(scope, receive, send)
+        return sent[0]["status"], sent[-1]["body"]
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            first = []
+            tg.start_soon(lambda: _append(first, request(b"a" * 1000)))
+            while not calls:
+                await anyio.sleep(0.01)
+            assert guard.buffered == 1000
+            status, body = await request(b"b" * 1000)
+            assert status == 503 and b"busy" in body and guard.buffered == 1000
+            release.set()
+        assert first == [(200, b"done")] and guard.buffered == 0
+        assert (await request(b"c" * 1000))[0] == 200 and guard.buffered == 0
+
+    async def _append(out, coro):
+        out.append(await coro)
+
+    anyio.run(main)

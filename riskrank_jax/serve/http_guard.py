@@ -17,7 +17,9 @@ In order, for every bind address (loopback or not):
    ``WWW-Authenticate: Bearer`` otherwise.
 4. The body: at most ``max_request_bytes`` (a larger ``Content-Length``, or chunks that add up to more,
    413). The body is read here, chunk by chunk, before the app is called, so an oversized request never
-   reaches it and no request holds more than the limit.
+   reaches it and no request holds more than the limit. The bodies of all requests in progress (until each
+   is answered) hold at most ``max_buffered_bytes`` together: past that, 503 with ``Retry-After``, so a
+   flood of large requests cannot take the memory either.
 
 Every refusal is a JSON ``{"error": ...}`` in the gateway's words. Why not the SDK's own checks: its
 DNS-rebinding protection is switched on only for binds to exactly 127.0.0.1, localhost and ::1 (and then
@@ -27,12 +29,14 @@ turns the SDK's Host/Origin check off and decides here, for every bind (`sdk_tra
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 import logging
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024  # all requests in progress together
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
@@ -90,13 +94,16 @@ class HttpGuard:
     """ASGI middleware in front of the gateway's streamable HTTP app (see the module docstring)."""
 
     def __init__(self, app, *, bind_host: str, port: int, token: str | None = None, allowed_hosts=(),
-                 allowed_origins=(), max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
-        if max_request_bytes <= 0:
-            raise ValueError("max_request_bytes must be positive")
+                 allowed_origins=(), max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES):
+        if max_request_bytes <= 0 or max_buffered_bytes < max_request_bytes:
+            raise ValueError("max_request_bytes must be positive, and max_buffered_bytes at least as large")
+        self.max_buffered_bytes = int(max_buffered_bytes)
+        self.buffered = 0  # bytes of request bodies held by the requests in progress
         self.app = app
         self.port = int(port)
         self.max_request_bytes = int(max_request_bytes)
-        self._expected = None if token is None else f"Bearer {token}".encode()
+        self._expected = None if token is None else hashlib.sha256(f"Bearer {token}".encode()).digest()
         bind = bind_host.strip("[]").lower()
         exact = {(bind, self.port)}
         if _is_loopback(bind) or bind in WILDCARD_HOSTS:  # a wildcard bind listens on loopback too
@@ -147,7 +154,7 @@ class HttpGuard:
     def origin_allowed(self, origin: str) -> bool:
         key = self._origin_key(origin)
         if key is None:
-            return origin.strip().lower() in self._origins  # e.g. an operator who allows "null"
+            return False  # "null" (a sandboxed page, a file), or not an http(s) origin
         if key in self._origins:
             return True
         scheme, _, rest = key.partition("://")
@@ -156,67 +163,90 @@ class HttpGuard:
     def token_ok(self, authorization: bytes) -> bool:
         if self._expected is None:
             return True
-        return hmac.compare_digest(authorization, self._expected)
+        # digests of equal length: the comparison's time tells nothing, not even the token's length
+        return hmac.compare_digest(hashlib.sha256(authorization).digest(), self._expected)
 
     # ------------------------------------------------------------------------------------ ASGI
-    async def __call__(self, scope, receive, send):
-        if scope["type"] not in ("http", "websocket"):  # lifespan
-            await self.app(scope, receive, send)
-            return
+    def refusal(self, scope) -> tuple[int, str, list] | None:
+        """(status, error, extra headers) when the request's headers are refused (checks 1-3), else None."""
         headers: dict[bytes, bytes] = {}
         for k, v in scope.get("headers") or []:
             k = k.lower()
-            if k in headers and k in (b"host", b"origin", b"authorization"):
-                return await self._refuse(scope, send, 400, f"more than one {k.decode()} header")
+            if k in headers and k in (b"host", b"origin", b"authorization", b"content-length"):
+                return 400, f"more than one {k.decode()} header", []
             headers[k] = v
         secure = scope.get("scheme") in ("https", "wss")
         host = headers.get(b"host", b"").decode("latin-1")
         if not self.host_allowed(host, 443 if secure else 80):
             logger.warning("refused a request for Host %r", host)
-            return await self._refuse(
-                scope, send, 421,
-                f"misdirected request: Host {host!r} is not this gateway (allowed: "
-                f"{', '.join(self.allowed_hosts)}; a name behind a proxy needs --allowed-host NAME)")
+            return 421, (f"misdirected request: Host {host!r} is not this gateway (allowed: "
+                         f"{', '.join(self.allowed_hosts)}; a name behind a proxy needs --allowed-host NAME)"), []
         origin = headers.get(b"origin")
         if origin is not None and not self.origin_allowed(origin.decode("latin-1")):
-            return await self._refuse(
-                scope, send, 403, f"forbidden: Origin {origin.decode('latin-1')!r} may not use this gateway "
-                                  "(a browser app's origin needs --allowed-origin URL)")
+            return 403, (f"forbidden: Origin {origin.decode('latin-1')!r} may not use this gateway (a browser "
+                         "app's origin needs --allowed-origin URL)"), []
         if not self.token_ok(headers.get(b"authorization", b"")):
-            return await self._refuse(scope, send, 401,
-                                      "unauthorized: this gateway needs Authorization: Bearer <token>",
-                                      [(b"www-authenticate", b"Bearer")])
+            return 401, "unauthorized: this gateway needs Authorization: Bearer <token>", [(b"www-authenticate",
+                                                                                            b"Bearer")]
+        length = headers.get(b"content-length")
+        if length is not None and not length.strip().isdigit():
+            return 400, "Content-Length is not a number", []
+        if length is not None and int(length) > self.max_request_bytes:
+            return 413, f"request body larger than {self.max_request_bytes:,} bytes", []
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):  # lifespan
+            await self.app(scope, receive, send)
+            return
+        refused = self.refusal(scope)
+        if refused is not None:
+            await self._refuse(scope, send, *refused)
+            return
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
-        length = headers.get(b"content-length")
-        if length is not None:
-            if not length.strip().isdigit():
-                return await self._refuse(scope, send, 400, "Content-Length is not a number")
-            if int(length) > self.max_request_bytes:
-                return await self._too_large(scope, send)
+        held = [0]  # bytes of this request's body counted in self.buffered
+        try:
+            messages = await self._read_body(receive, held)
+            if isinstance(messages, tuple):
+                await self._refuse(scope, send, *messages)
+                return
+            if messages is None:
+                return  # the client left before sending its body
+
+            async def replay():
+                return messages.pop(0) if messages else await receive()
+
+            await self.app(scope, replay, send)
+        finally:
+            self.buffered -= held[0]
+
+    async def _read_body(self, receive, held: list[int]):
+        """The request's ASGI messages up to the end of its body, read before the app runs; (status, error,
+        headers) when the body is too large or all bodies held would pass max_buffered_bytes; None when the
+        client disconnected."""
         messages, size = [], 0
-        while True:  # the body, chunk by chunk, before the app runs
+        while True:
             message = await receive()
             if message["type"] != "http.request":
                 if message["type"] == "http.disconnect":
-                    return  # the client left before sending its body
+                    return None
                 messages.append(message)
-                break
-            size += len(message.get("body", b""))
+                return messages
+            n = len(message.get("body", b""))
+            size += n
             if size > self.max_request_bytes:
-                return await self._too_large(scope, send)
+                return 413, f"request body larger than {self.max_request_bytes:,} bytes", []
+            if self.buffered + n > self.max_buffered_bytes:
+                logger.warning("refused a request: %d bytes of request bodies held already", self.buffered)
+                return 503, (f"busy: the requests in progress hold {self.buffered:,} bytes of bodies "
+                             f"(at most {self.max_buffered_bytes:,}); retry later"), [(b"retry-after", b"1")]
+            self.buffered += n
+            held[0] += n
             messages.append(message)
             if not message.get("more_body", False):
-                break
-
-        async def replay():
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _too_large(self, scope, send):
-        return await self._refuse(scope, send, 413, f"request body larger than {self.max_request_bytes:,} bytes")
+                return messages
 
     async def _refuse(self, scope, send, status: int, text: str, extra=()) -> None:
         if scope["type"] == "websocket":
@@ -229,4 +259,5 @@ class HttpGuard:
         await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["HttpGuard", "DEFAULT_MAX_REQUEST_BYTES", "sdk_transport_security", "split_host"]
+__all__ = ["HttpGuard", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_BUFFERED_BYTES", "sdk_transport_security",
+           "split_host"]
