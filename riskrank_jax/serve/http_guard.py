@@ -33,14 +33,15 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import logging
+
+from riskrank_jax.serve.downstream import log
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024  # all requests in progress together
+LOGGED_REFUSALS = 20
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
-logger = logging.getLogger(__name__)
 
 
 def _is_loopback(host: str) -> bool:
@@ -100,6 +101,7 @@ class HttpGuard:
             raise ValueError("max_request_bytes must be positive, and max_buffered_bytes at least as large")
         self.max_buffered_bytes = int(max_buffered_bytes)
         self.buffered = 0  # bytes of request bodies held by the requests in progress
+        self.refused = 0
         self.app = app
         self.port = int(port)
         self.max_request_bytes = int(max_request_bytes)
@@ -178,7 +180,7 @@ class HttpGuard:
         secure = scope.get("scheme") in ("https", "wss")
         host = headers.get(b"host", b"").decode("latin-1")
         if not self.host_allowed(host, 443 if secure else 80):
-            logger.warning("refused a request for Host %r", host)
+            self._note(f"refused a request for Host {host!r} (421)")
             return 421, (f"misdirected request: Host {host!r} is not this gateway (allowed: "
                          f"{', '.join(self.allowed_hosts)}; a name behind a proxy needs --allowed-host NAME)"), []
         origin = headers.get(b"origin")
@@ -239,7 +241,7 @@ class HttpGuard:
             if size > self.max_request_bytes:
                 return 413, f"request body larger than {self.max_request_bytes:,} bytes", []
             if self.buffered + n > self.max_buffered_bytes:
-                logger.warning("refused a request: %d bytes of request bodies held already", self.buffered)
+                self._note(f"refused a request: {self.buffered:,} bytes of request bodies held already (503)")
                 return 503, (f"busy: the requests in progress hold {self.buffered:,} bytes of bodies "
                              f"(at most {self.max_buffered_bytes:,}); retry later"), [(b"retry-after", b"1")]
             self.buffered += n
@@ -247,6 +249,12 @@ class HttpGuard:
             messages.append(message)
             if not message.get("more_body", False):
                 return messages
+
+    def _note(self, text: str) -> None:
+        """A refusal on stderr: the first LOGGED_REFUSALS, then one in every 1,000 (a flood must not flood the log)."""
+        self.refused += 1
+        if self.refused <= LOGGED_REFUSALS or self.refused % 1000 == 0:
+            log(f"{text}; {self.refused:,} request(s) refused so far" if self.refused > 1 else text)
 
     async def _refuse(self, scope, send, status: int, text: str, extra=()) -> None:
         if scope["type"] == "websocket":
