@@ -25,13 +25,12 @@ computes them.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import sqlite3
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 
