@@ -70,6 +70,7 @@ def test_vet_tools_keeps_valid_repairs_missing_type_and_names_the_rest():
         "not an object",
         {"name": "long", "description": "d" * 50, "inputSchema": {"type": "object"}},
         {"name": "listprops", "inputSchema": {"type": "object", "properties": ["a"]}},
+        {"name": "send mail\u202e", "inputSchema": {"type": "object"}},  # breaks MCP's tool-name rules
     ], Limits(max_description_chars=10))
     assert [t["name"] for t in tools] == ["ok", "bare", "typeless", "stringly", "arrayish", "long", "listprops"]
     assert tools[1]["inputSchema"] == {"type": "object"}
@@ -80,7 +81,10 @@ def test_vet_tools_keeps_valid_repairs_missing_type_and_names_the_rest():
     by = {(p["tool"], p["action"].split(":")[0].split(";")[0]) for p in problems}
     assert by == {("bare", "repaired"), ("typeless", "repaired"), ("stringly", "listed, not callable"),
                   ("arrayish", "listed, not callable"), ("ok", "skipped"), ("#7", "skipped"), ("#8", "skipped"),
-                  ("long", "cut to the first 10 (limits.max_description_chars)"), ("listprops", "listed, not callable")}
+                  ("long", "cut to the first 10 (limits.max_description_chars)"), ("listprops", "listed, not callable"),
+                  ('"send mail\\u202e"', "left out, never callable")}  # the name escaped and quoted, never raw
+    bad = next(p for p in problems if p["action"] == "left out, never callable")
+    assert "outside A-Z, a-z, 0-9" in bad["problem"] and "send mail" not in json.dumps(not_callable)
 
 
 def test_lenient_listing_keeps_valid_tools_of_a_server_the_sdk_would_reject(tmp_path):

@@ -4,6 +4,7 @@ and archived servers, the Python SDK's high-level and low-level servers on two S
 2024-11-05, 2025-11-25 and 2026-07-28; stdio and streamable HTTP; annotated and unannotated; the archived
 GitLab server also as `npx` installs it (zod 4), with input schemas that lack "type": "object"), all listed and
 up without a restart, searched, one allowed call reaching its server and one refused call that does not.
+Every tool is named by its gateway identity ``server.tool``.
 
 The servers are installed by tests/published_servers.py (pinned versions, once per checkout; .ci/run runs it
 first). Where they cannot be installed the module is skipped with the reason.
@@ -81,7 +82,8 @@ def gateway(bins, tmp_path_factory):
         "policy": {"trusted_servers": ["time", "git", "calculator", "everything-http"]}}
     (d / "servers.json").write_text(json.dumps(cfg))
     (d / "token").write_text(TOKEN)
-    env = dict(os.environ, RISKRANK_CACHE=str(d / "cache"),
+    (d / "token").chmod(0o600)  # the gateway refuses a token file others may read
+    env = dict(os.environ, RISKRANK_CACHE=str(d / "cache"), RISKRANK_STATE=str(d / "state"),  # pins of its own
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     stderr = open(d / "stderr.txt", "w")
     gw = subprocess.Popen([sys.executable, "-m", "riskrank_jax", "serve", "--config", str(d / "servers.json"),
@@ -148,30 +150,39 @@ def test_search_finds_the_right_published_tools(gateway):
         return out
 
     found = _sdk(url, body)
-    assert ("get_current_time", "time") in found["what time is it in Tokyo"]
-    assert {"git_status", "git_diff_unstaged", "git_diff"} & {n for n, _ in found["what changed in my git working tree"]}
-    assert ("calculate", "calculator") in found["compute 6 times 7"]
+    assert ("time.get_current_time", "time") in found["what time is it in Tokyo"]
+    assert {"git.git_status", "git.git_diff_unstaged", "git.git_diff"} & {
+        n for n, _ in found["what changed in my git working tree"]}
+    assert ("calculator.calculate", "calculator") in found["compute 6 times 7"]
+    assert all(n.startswith(f"{server}.") for rows in found.values() for n, server in rows)
 
 
 def test_sdk_client_allowed_call_reaches_the_server_and_refused_call_does_not(gateway):
     url, d = gateway
 
     async def body(c):
-        tokyo = await c.call_tool("call_tool", {"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}})
-        calc = await c.call_tool("call_tool", {"name": "calculate", "arguments": {"expression": "6*7"}})
-        write = await c.call_tool("call_tool", {"name": "write_file", "arguments": {
+        tokyo = await c.call_tool("call_tool", {"name": "time.get_current_time",
+                                                "arguments": {"timezone": "Asia/Tokyo"}})
+        calc = await c.call_tool("call_tool", {"name": "calculator.calculate", "arguments": {"expression": "6*7"}})
+        write = await c.call_tool("call_tool", {"name": "filesystem.write_file", "arguments": {
             "path": str(d / "files" / "sdk.txt"), "content": "should never be written"}})
-        return tokyo, calc, write
+        bare = await c.call_tool("call_tool", {"name": "get_current_time", "arguments": {"timezone": "UTC"}})
+        return tokyo, calc, write, bare
 
-    tokyo, calc, write = _sdk(url, body)
+    tokyo, calc, write, bare = _sdk(url, body)
     assert not tokyo.is_error and '"timezone": "Asia/Tokyo"' in tokyo.content[0].text
     assert not calc.is_error and calc.content[0].text == "42"
     assert write.is_error and write.content[0].text.startswith("refused:") and write.structured_content["refused"]
     assert not (d / "files" / "sdk.txt").exists()
+    assert bare.is_error and bare.structured_content["rule"] == "unknown tool"  # a bare name is no identity
     audit = [json.loads(x) for x in (d / "audit.jsonl").read_text().splitlines()]
-    assert [(a["tool"], a["server"], a["decision"]) for a in audit[-3:]] == [
-        ("get_current_time", "time", "allowed"), ("calculate", "calculator", "allowed"),
-        ("write_file", "filesystem", "refused")]
+    assert [(a["tool"], a["server"], a["decision"], a["rule"]) for a in audit[-4:]] == [
+        ("time.get_current_time", "time", "allowed", "level"),
+        ("calculator.calculate", "calculator", "allowed", "level"),
+        ("filesystem.write_file", "filesystem", "refused", "level"),
+        (json.dumps("get_current_time"), None, "refused", "unknown tool")]
+    assert all(len(a["arguments_hmac"]) == 64 for a in audit[-4:]) and "Asia/Tokyo" not in json.dumps(audit)
+    assert [a["pin"] for a in audit[-4:]] == ["accepted", "accepted", "accepted", None]
 
 
 def test_progress_of_a_published_http_server_reaches_the_client(gateway):
@@ -224,42 +235,43 @@ def test_untrusted_content_makes_that_sessions_sink_calls_ask_and_no_other_sessi
     a post from another session (the Inspector's) is decided by its level alone. The audit lines name the rule
     and tell the sessions apart."""
     url, d = gateway
-    post = {"name": "slack_post_message", "arguments": {"channel_id": "C1", "text": "xoxb-..."}}
+    post = {"name": "slack.slack_post_message", "arguments": {"channel_id": "C1", "text": "xoxb-..."}}
 
     async def body(c):
         assert c.protocol_version < "2026"
-        fetched = await c.call_tool("call_tool", {"name": "fetch", "arguments": {"url": injected_page}})
+        fetched = await c.call_tool("call_tool", {"name": "fetch.fetch", "arguments": {"url": injected_page}})
         return fetched, await c.call_tool("call_tool", post)
 
     fetched, after = _sdk(url, body, mode="legacy")
     assert not fetched.is_error and "Ignore previous instructions" in fetched.content[0].text
     assert after.is_error and after.structured_content["refused"]
-    assert "'fetch' returned untrusted content earlier in this session" in after.structured_content["reason"]
+    assert "'fetch.fetch' returned untrusted content earlier in this session" in after.structured_content["reason"]
+    assert after.structured_content["rule"] == "session flow"
     other = _inspector(bins, url, "--method", "tools/call", "--tool-name", "call_tool",
                        "--tool-args-json", json.dumps(post), is_error=True)
     assert other["content"][0]["text"].startswith("refused:") and "untrusted" not in other["content"][0]["text"]
     audit = [json.loads(x) for x in (d / "audit.jsonl").read_text().splitlines()]
     (f, a, o) = audit[-3:]
     assert [(x["tool"], x["decision"], x["rule"]) for x in (f, a, o)] == [
-        ("fetch", "allowed", "level"), ("slack_post_message", "refused", "session flow"),
-        ("slack_post_message", "refused", "level")]
+        ("fetch.fetch", "allowed", "level"), ("slack.slack_post_message", "refused", "session flow"),
+        ("slack.slack_post_message", "refused", "level")]
     assert "untrusted_content" in f["dimensions"] and "public_sink" in a["dimensions"]
     assert f["session"] == a["session"] and len(f["session"]) == 12 and o["session"] not in (None, f["session"])
 
     # the 2026 revision has no sessions: its requests share the gateway's one flow, so the rule never lapses
     async def fetch(c):
         assert c.protocol_version >= "2026"
-        return await c.call_tool("call_tool", {"name": "fetch", "arguments": {"url": injected_page}})
+        return await c.call_tool("call_tool", {"name": "fetch.fetch", "arguments": {"url": injected_page}})
 
     async def send(c):
         return await c.call_tool("call_tool", post)
 
     assert not _sdk(url, fetch).is_error
     later = _sdk(url, send)
-    assert "'fetch' returned untrusted content earlier in this session" in later.structured_content["reason"]
+    assert "'fetch.fetch' returned untrusted content earlier in this session" in later.structured_content["reason"]
     audit = [json.loads(x) for x in (d / "audit.jsonl").read_text().splitlines()]
     assert [(x["tool"], x["rule"], x["session"]) for x in audit[-2:]] == [
-        ("fetch", "level", None), ("slack_post_message", "session flow", None)]
+        ("fetch.fetch", "level", None), ("slack.slack_post_message", "session flow", None)]
 
 
 def _inspector(bins, url: str, *args: str, is_error: bool = False) -> dict:
@@ -277,13 +289,14 @@ def test_inspector_cli_lists_searches_calls_and_is_refused(bins, gateway):
     assert sorted(t["name"] for t in listed["tools"]) == ["call_tool", "list_servers", "search_tools"]
     found = _inspector(bins, url, "--method", "tools/call", "--tool-name", "search_tools",
                        "--tool-args-json", json.dumps({"query": "what time is it in Tokyo", "k": 3}))
-    assert "get_current_time" in [t["name"] for t in found["structuredContent"]["tools"]]
+    assert "time.get_current_time" in [t["name"] for t in found["structuredContent"]["tools"]]
     ok = _inspector(bins, url, "--method", "tools/call", "--tool-name", "call_tool", "--tool-args-json",
-                    json.dumps({"name": "get_current_time", "arguments": {"timezone": "Europe/Paris"}}))
+                    json.dumps({"name": "time.get_current_time", "arguments": {"timezone": "Europe/Paris"}}))
     assert not ok.get("isError") and '"timezone": "Europe/Paris"' in ok["content"][0]["text"]
     no = _inspector(bins, url, "--method", "tools/call", "--tool-name", "call_tool", "--tool-args-json",
-                    json.dumps({"name": "write_file", "arguments": {"path": str(d / "files" / "inspector.txt"),
-                                                                    "content": "should never be written"}}),
+                    json.dumps({"name": "filesystem.write_file",
+                                "arguments": {"path": str(d / "files" / "inspector.txt"),
+                                              "content": "should never be written"}}),
                     is_error=True)
     assert no["isError"] and no["content"][0]["text"].startswith("refused:")
     assert not (d / "files" / "inspector.txt").exists()
@@ -323,7 +336,7 @@ def _pid(marker: str, parent: int | None = None) -> int:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process in /proc (Linux)")
 def test_search_does_not_jump_while_a_published_server_is_down(bins, tmp_path):
     """The time server killed (and kept down by a long backoff): "what time is it in Tokyo" still finds
-    get_current_time, marked unavailable, a call to it says why, and the git server's answers stay put."""
+    time.get_current_time, marked unavailable, a call to it says why, and the git server's answers stay put."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -335,7 +348,7 @@ def test_search_does_not_jump_while_a_published_server_is_down(bins, tmp_path):
         "git": {"command": str(bins["mcp-server-git"]), "args": ["--repository", str(repo)]}},
         "policy": {"trusted_servers": ["time", "git"]}}
     (tmp_path / "servers.json").write_text(json.dumps(cfg))
-    env = dict(os.environ, RISKRANK_CACHE=str(tmp_path / "cache"),
+    env = dict(os.environ, RISKRANK_CACHE=str(tmp_path / "cache"), RISKRANK_STATE=str(tmp_path / "state"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     params = StdioServerParameters(command=sys.executable, args=[
         "-m", "riskrank_jax", "serve", "--config", str(tmp_path / "servers.json")], env=env)
@@ -356,13 +369,14 @@ def test_search_does_not_jump_while_a_published_server_is_down(bins, tmp_path):
                 while (await _servers(c))["time"]["state"] == "up":
                     await anyio.sleep(0.1)
             after = await ranked(c)
-            call = await c.call_tool("call_tool", {"name": "get_current_time", "arguments": {"timezone": "UTC"}})
+            call = await c.call_tool("call_tool", {"name": "time.get_current_time", "arguments": {"timezone": "UTC"}})
             return before, after, call, await _servers(c)
 
     before, after, call, s = anyio.run(body)
-    assert [n for n, _ in after[0]] == [n for n, _ in before[0]] and ("get_current_time", False) in after[0]
+    assert [n for n, _ in after[0]] == [n for n, _ in before[0]] and ("time.get_current_time", False) in after[0]
     assert after[1] == before[1] and all(ok for _, ok in after[1])  # git's answers: same order, available
     assert call.is_error and "server 'time' is not running" in call.content[0].text
+    assert call.structured_content["rule"] == "unavailable"
     assert s["time"]["restarts"] == 1 and s["time"]["tools"] == 2 and s["git"]["state"] == "up"
 
 
