@@ -234,7 +234,7 @@ def cyberark_fsp(rows):
     s = "cyberark:fsp"
 
     def add(carrier, sch, attack, description=None):
-        cname, cdesc, _ = CARRIERS[carrier]
+        _, cdesc, _ = CARRIERS[carrier]
         put(rows, s, carrier, "", attack, description=description or cdesc, input_schema=sch)
 
     add("add", schema(("a", "integer", None), ("b", "integer", None),
