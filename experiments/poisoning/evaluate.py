@@ -57,7 +57,7 @@ def load_clean(corpus_dir=CORPUS, data_dir=None) -> list[dict]:
         packaged.setdefault(doc["server"], {}).update({t["name"]: t for t in doc.get("tools", [])})
     live = None
     out = []
-    for tool, server, source in zip(corpus.registry.tools, corpus.servers, corpus.packages):
+    for tool, server, source in zip(corpus.registry.tools, corpus.servers, corpus.packages, strict=True):
         if source == "livemcpbench":
             live = _livemcpbench_tools(data_dir) if live is None else live
             raw = next(t for t in live[server] if t["name"] == tool.raw_name)
@@ -80,7 +80,8 @@ def judge(poisoned: list[dict], clean: list[dict], setting: str = "gateway") -> 
         by_server.setdefault(t["server"], set()).add(t["tool"])
     everything = frozenset(n for names in by_server.values() for n in names)
     own = {s: frozenset(names) for s, names in by_server.items()}
-    found_clean = [detect(t["tool"], t["description"], t["inputSchema"], everything - own[t["server"]],
+    others = {s: everything - names for s, names in own.items()}
+    found_clean = [detect(t["tool"], t["description"], t["inputSchema"], others[t["server"]],
                           own_tool_names=own[t["server"]]) for t in clean]
     found_poisoned = [detect(r["name"], r["description"], r["inputSchema"], everything - {r["name"]})
                       for r in poisoned]
@@ -109,7 +110,7 @@ def summarise(poisoned, clean, found_poisoned, found_clean, splits=SPLITS) -> di
                                   "missed": [poisoned[i]["id"] for i in idx if found_poisoned[i] is None]}
     out["clean_flagged_tools"] = [
         {"server": t["server"], "tool": t["tool"], "categories": list(f.categories), "evidence": list(f.evidence)}
-        for t, f in zip(clean, found_clean) if f is not None]
+        for t, f in zip(clean, found_clean, strict=True) if f is not None]
     return out
 
 
@@ -129,7 +130,8 @@ def markdown(res: dict) -> str:
     for split, s in res["splits"].items():
         lines.append(f"| {split} | {s['poisoned']} | {s['detected']} | {pct(s['recall'])} | "
                      f"{pct(s['precision'])} |")
-    lines += ["", "Held-out sources were written before the detector and never used to tune it.", "",
+    lines += ["", "Held-out sources were written before the detector and never used to tune it (their history: "
+              "docs/poisoning.md).", "",
               "| source | split | poisoned | detected | recall | categories reported (tools) |",
               "|---|---|---:|---:|---:|---|"]
     for source, s in res["sources"].items():

@@ -120,7 +120,7 @@ def _schema_text(schema, raw: list[str], lines: list[str], params: set[str]) -> 
                 params.update(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str))
             if isinstance(value, str):
                 raw.append(value)
-                if len(value) >= 40 or " " in value or "/" in value or "~" in value or "\n" in value:
+                if " " in value or "/" in value or "~" in value or "\n" in value:
                     lines.append(value)
                 elif len(_SEPARATORS.findall(value)) >= 2:
                     lines.append(f"value {_words(value)}")
@@ -483,6 +483,7 @@ _CUE_INFO.update({  # cues decided in code
     "invisible": ("invisible_unicode", 3),      # invisible or control characters
     "path": ("sensitive_path", 1),              # a secret file named
     "read_secret": ("exfiltration", 3),         # ... with a verb that reads or passes it, in the same sentence
+    "read_managed": ("exfiltration", 1),        # ... the same for a file tools manage openly (.env, *.pem, .bashrc)
     "other_name": ("cross_tool", 1),            # another server's tool named
     "other_rule": ("cross_tool", 1),            # ... as the subject of a rule (when it is used, it must, ...)
     "tamper": ("cross_tool", 2),                # a rule rewriting the arguments of a named tool
@@ -507,6 +508,7 @@ _PATHS = _fast(
     r"\.gnupg\b|\.kube/config\b|\.docker/config\.json|\bgh/hosts\.yml|\.config/gcloud|"
     r"application_default_credentials|\.(?:bash|zsh)_history\b|~/\.(?:bashrc|zshrc|profile|bash_profile)\b|"
     r"\*\.(?:pem|key)\b|\bwallet\.dat\b|\bbrowser (?:profile|cookies|passwords)\b")
+_MANAGED = re.compile(r"\.env|\*\.|~/\.(?:bashrc|zshrc|profile|bash_profile)|browser profile")  # see read_managed
 _READ = re.compile(r"\b(?:read|reads|reading|open|opens|opening|cat|load|loads|obtain|collect|copy|dump|include|"
                    r"upload|send|attach|paste|concatenate|pass|put|append|access|scan)\b|read_file|"
                    r"read_multiple_files|search_files")
@@ -615,8 +617,9 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
         for m in _matches(_PATHS, low):
             hit("path", m.group())
             if _READ.search(_sentence_at(low, m.start(), m.end())):
-                hit("read_secret", m.group())
-                break
+                hit("read_managed" if _MANAGED.match(m.group()) else "read_secret", m.group())
+                if "read_secret" in hits:
+                    break
 
     def other(m, group="t", known_only=False) -> bool:
         """Whether the name in group `group` of match `m` names another server's tool (or, unless `known_only`,
@@ -673,23 +676,37 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
         named = sorted(t for t in tokens & others if _SEPARATORS.search(t) and t not in own and t not in params)
         for tok in named:
             hit("other_name", tok)
-            if _other_rule(tok.lower()).search(low):
+            if _other_rule(tok.lower(), low):
                 hit("other_rule", tok)
                 break
 
 
-def _other_rule(name: str) -> re.Pattern:
-    """A rule about the tool `name`: "when(ever) ... name", "name must/should/is deprecated", "before/after
-    name", "every call to name", "replaces/overrides/shadows name", and for a snake_case name "instead of name"
-    (a kebab-case one is as often a command-line verb, as in "instead of create-cluster")."""
-    n = rf"[`'\"]?{re.escape(name)}[`'\"]?(?![\w-])"
-    return re.compile(
-        rf"(?:when|whenever|before|after|every time|each time)\s+(?:(?:you|the|a|any|calling|using|invoking|call|"
-        rf"use|invoke|calls to|a call to)\s+){{0,3}}(?:\([\w-]+\)\s+)?{n}|"
-        rf"{n}(?:\s+tool)?\s+(?:is\s+(?:used|called|invoked|deprecated|broken|outdated)|must|should|has to|needs to|"
-        rf"are deprecated)|(?:every|each|any|all)\s+(?:calls?\s+to\s+|uses?\s+of\s+)?(?:the\s+)?{n}|"
-        rf"(?:replaces?|overrides?|supersedes?|shadows?|changes the behaviou?r of"
-        rf"{'|instead of|rather than' if '_' in name else ''})\s+(?:the\s+)?(?:[\w-]+\s+)?{n}")
+_RULE_BEFORE_PATTERN = (  # what precedes another tool's name in a rule about it ({}: "instead of" or nothing)
+    r"(?:(?:when|whenever|before|after|every time|each time)\s+(?:(?:you|the|a|any|calling|using|invoking|call|use|"
+    r"invoke|calls to|a call to)\s+){{0,3}}(?:\([\w-]+\)\s+)?|(?:every|each|any|all)\s+"
+    r"(?:calls?\s+to\s+|uses?\s+of\s+)?(?:the\s+)?|"
+    r"(?:replaces?|overrides?|supersedes?|shadows?|changes the behaviou?r of{})\s+(?:the\s+)?(?:[\w-]+\s+)?)[`'\"]?$")
+_RULE_BEFORE = (re.compile(_RULE_BEFORE_PATTERN.format("")),  # [0]: any name, [1]: snake_case names
+                re.compile(_RULE_BEFORE_PATTERN.format("|instead of|rather than")))
+_RULE_AFTER = re.compile(r"[`'\"]?(?:\s+tool)?\s+(?:is\s+(?:used|called|invoked|deprecated|broken|outdated)|must|"
+                         r"should|has to|needs to|are deprecated)\b")
+
+
+def _other_rule(name: str, low: str) -> bool:
+    """Whether `low` sets a rule about the tool `name` (lower-cased): "when(ever)/before/after ... name", "name
+    must/should/is used/is deprecated", "every call to name", "replaces/overrides/shadows name", and for a
+    snake_case name "instead of name" (a kebab-case one is as often a command-line verb: "instead of
+    create-cluster")."""
+    before = _RULE_BEFORE["_" in name]
+    i = low.find(name)
+    while i != -1:
+        j = i + len(name)
+        if (i == 0 or not (_word(low[i - 1]) or low[i - 1] == "-")) and (j == len(low) or not (
+                _word(low[j]) or low[j] == "-")):
+            if before.search(low, max(0, i - 80), i) or _RULE_AFTER.match(low, j):
+                return True
+        i = low.find(name, j)
+    return False
 
 
 def _compile_trig(trig: str) -> tuple[frozenset, ...]:
