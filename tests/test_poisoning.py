@@ -254,7 +254,7 @@ def test_dev_recall_without_tool_names():
 def test_clean_corpus_fpr_and_dev_recall(real_data_dir, report_line):
     ev = _evaluate_module()
     clean = ev.load_clean(ev.CORPUS, real_data_dir)
-    assert len(clean) == 4490
+    assert len(clean) >= 4000  # the risk corpus: 4,490 tools when this was written
     poisoned = ev.load_poisoned()
     t0 = time.perf_counter()
     found_poisoned, found_clean = ev.judge(poisoned, clean)
