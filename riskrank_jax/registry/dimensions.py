@@ -422,8 +422,8 @@ def assess_dimensions(registry: Registry, probs=None, policy: DimensionPolicy = 
 
 def instruction_sources(registry: Registry) -> tuple[str, ...]:
     """Per tool "detector: <categories>" when its name, description or parameters carry instructions aimed at
-    the agent (`registry.poisoning.detect`; another source's tool names count as other servers' tools), else
-    ""."""
+    the agent (`registry.poisoning.detect`; its own source's tool names are its siblings, another source's count
+    as other servers' tools), else ""."""
     from riskrank_jax.registry.poisoning import detect
 
     names: dict[str, set] = {}
@@ -433,7 +433,7 @@ def instruction_sources(registry: Registry) -> tuple[str, ...]:
     out = []
     for t in registry.tools:
         schema = {"type": "object", "properties": {n: ({"description": d} if d else {}) for n, d in t.params}}
-        found = detect(t.raw_name, t.description, schema, others[t.source])
+        found = detect(t.raw_name, t.description, schema, others[t.source], own_tool_names=frozenset(names[t.source]))
         out.append("" if found is None else f"detector: {', '.join(found.categories)}")
     return tuple(out)
 

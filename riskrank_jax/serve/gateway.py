@@ -157,7 +157,7 @@ def build_catalog(server_tools, registries, options: GatewayOptions, encoder, ca
             tool = listed[(t.source, t.raw_name)]
             entries.append(Entry(t.name, t.source, t.raw_name, t.source, tool, definition_hash(tool),
                                  detect(t.raw_name, tool.get("description"), tool.get("inputSchema"),
-                                        others[t.source])))
+                                        others[t.source], own_tool_names=frozenset(by_source[t.source]))))
         else:
             entries.append(Entry(t.name, None, t.raw_name, t.source,
                                  {"name": t.name, "description": t.description,
