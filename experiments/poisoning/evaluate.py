@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from riskrank_jax.registry.poisoning import CATEGORIES, detect  # noqa: E402
+from riskrank_jax.registry.poisoning import CATEGORIES, detect, sibling_names  # noqa: E402
 
 POISONED = Path(__file__).resolve().parent / "poisoned.jsonl"
 CORPUS = REPO / "experiments" / "mcp_risk" / "corpus"
@@ -75,14 +75,10 @@ def judge(poisoned: list[dict], clean: list[dict], setting: str = "gateway") -> 
     if setting == "bare":
         return ([detect(r["name"], r["description"], r["inputSchema"]) for r in poisoned],
                 [detect(t["tool"], t["description"], t["inputSchema"]) for t in clean])
-    by_server: dict[str, set[str]] = {}
-    for t in clean:
-        by_server.setdefault(t["server"], set()).add(t["tool"])
-    everything = frozenset(n for names in by_server.values() for n in names)
-    own = {s: frozenset(names) for s, names in by_server.items()}
-    others = {s: everything - names for s, names in own.items()}
-    found_clean = [detect(t["tool"], t["description"], t["inputSchema"], others[t["server"]],
-                          own_tool_names=own[t["server"]]) for t in clean]
+    names = sibling_names((t["server"], t["tool"]) for t in clean)
+    everything = frozenset(t["tool"] for t in clean)
+    found_clean = [detect(t["tool"], t["description"], t["inputSchema"], names[t["server"]][1],
+                          own_tool_names=names[t["server"]][0]) for t in clean]
     found_poisoned = [detect(r["name"], r["description"], r["inputSchema"], everything - {r["name"]})
                       for r in poisoned]
     return found_poisoned, found_clean

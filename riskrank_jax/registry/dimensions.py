@@ -424,16 +424,14 @@ def instruction_sources(registry: Registry) -> tuple[str, ...]:
     """Per tool "detector: <categories>" when its name, description or parameters carry instructions aimed at
     the agent (`registry.poisoning.detect`; its own source's tool names are its siblings, another source's count
     as other servers' tools), else ""."""
-    from riskrank_jax.registry.poisoning import detect
+    from riskrank_jax.registry.poisoning import detect, sibling_names
 
-    names: dict[str, set] = {}
-    for t in registry.tools:
-        names.setdefault(t.source, set()).add(t.raw_name)
-    others = {src: frozenset().union(*(v for k, v in names.items() if k != src)) for src in names}
+    names = sibling_names((t.source, t.raw_name) for t in registry.tools)
     out = []
     for t in registry.tools:
+        own, others = names[t.source]
         schema = {"type": "object", "properties": {n: ({"description": d} if d else {}) for n, d in t.params}}
-        found = detect(t.raw_name, t.description, schema, others[t.source], own_tool_names=frozenset(names[t.source]))
+        found = detect(t.raw_name, t.description, schema, others, own_tool_names=own)
         out.append("" if found is None else f"detector: {', '.join(found.categories)}")
     return tuple(out)
 

@@ -601,9 +601,24 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
     if len(low) != len(text):  # a rare character changed length when lower-cased: read the lower-cased text only
         text = low
     words = frozenset(_WORDS.findall(low))
-    own_low = frozenset(n.lower() for n in own)
     params_low = frozenset(p.lower() for p in params)
+    _scan_phrases(low, words, hits, hit)
+    _scan_paths(low, hits, hit)
+    other = _names_other(text, low, frozenset(n.lower() for n in own), params_low, others)
+    _scan_steering(text, low, words, other, hits, hit, params_low)
+    if others:  # another server's tool named: a name with a separator or camelCase (one-word names are too common)
+        tokens = set(_TOKEN.findall(text))
+        tokens |= {t.strip(".-") for t in tokens if t[:1] in ".-" or t[-1:] in ".-"}
+        named = sorted(t for t in tokens & others if _SEPARATORS.search(t) and t not in own and t not in params)
+        for tok in named:
+            hit("other_name", tok)
+            if _other_rule(tok.lower(), low):
+                hit("other_rule", tok)
+                break
 
+
+def _scan_phrases(low: str, words: frozenset, hits: dict, hit) -> None:
+    """The phrase cues (_PARTS) of one lower-cased text whose words can trigger them."""
     for i in _candidates(words):
         cid, _, substrings, rx, before = _PARTS[i]
         if cid in hits or not all(x in low for x in substrings):
@@ -613,6 +628,9 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
                 hit(cid, m.group())
                 break
 
+
+def _scan_paths(low: str, hits: dict, hit) -> None:
+    """Sensitive paths, and whether the sentence around one asks to read it."""
     if _PATH_HINT.search(low):
         for m in _matches(_PATHS, low):
             hit("path", m.group())
@@ -621,9 +639,13 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
                 if "read_secret" in hits:
                     break
 
+
+def _names_other(text: str, low: str, own_low: frozenset, params_low: frozenset, others: frozenset):
+    """other(m, group="t", known_only=False): whether the name in group `group` of match `m` names another
+    server's tool (or, unless `known_only`, an unknown snake_case one), not this server's nor a parameter or enum
+    value of this tool."""
+
     def other(m, group="t", known_only=False) -> bool:
-        """Whether the name in group `group` of match `m` names another server's tool (or, unless `known_only`,
-        an unknown snake_case one), not this server's nor a parameter or enum value of this tool."""
         name, original = m.group(group), text[m.start(group):m.end(group)]
         if name in own_low or name in params_low:
             return False
@@ -635,6 +657,12 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
                 _CALLED_BEFORE.search(low, max(0, start - 14), start))
         return original in others or name in others or bool(_TOOLISH.fullmatch(name))
 
+    return other
+
+
+def _scan_steering(text: str, low: str, words: frozenset, other, hits: dict, hit, params_low: frozenset) -> None:
+    """Another tool named as a prerequisite or follow-up (steer, privileged), arguments tampered for another
+    tool (tamper), and a parameter this tool does not have (foreign_param)."""
     for trig, pat, known_only in _STEER_PARTS_RE:
         if "steer" in hits:
             break
@@ -669,15 +697,6 @@ def _scan(text: str, where: str, own: frozenset, params: frozenset, others: froz
                 p = b.group(1) if b else None
             if p and p not in params_low and p not in ("the", "this", "that", "same", "following"):
                 hit("foreign_param", p)
-                break
-    if others:  # another server's tool named: a name with a separator or camelCase (one-word names are too common)
-        tokens = set(_TOKEN.findall(text))
-        tokens |= {t.strip(".-") for t in tokens if t[:1] in ".-" or t[-1:] in ".-"}
-        named = sorted(t for t in tokens & others if _SEPARATORS.search(t) and t not in own and t not in params)
-        for tok in named:
-            hit("other_name", tok)
-            if _other_rule(tok.lower(), low):
-                hit("other_rule", tok)
                 break
 
 
@@ -717,6 +736,17 @@ _STEER_PARTS_RE = [(_compile_trig(part[0]), _fast(part[1]), len(part) > 2) for p
 _STEER_AFTER_TRIG = _compile_trig(_STEER_AFTER[0])
 _TAMPER_PARTS_RE = [(_compile_trig(t), _fast(p)) for t, p in _TAMPER_PARTS]
 _FOREIGN_TRIG = _compile_trig(_FOREIGN_PARAM[0])
+
+
+def sibling_names(tools) -> dict[str, tuple[frozenset, frozenset]]:
+    """For ``tools`` [(source, tool name)], per source (its own tools' names, the other sources' tool names that
+    it does not have itself): what `detect` takes as ``own_tool_names`` and ``other_tool_names`` for a tool of
+    that source (a name its own server has is no evidence of another server's tool)."""
+    names: dict[str, set] = {}
+    for source, name in tools:
+        names.setdefault(source, set()).add(name)
+    everything = frozenset().union(*names.values())
+    return {src: (frozenset(own), everything - own) for src, own in names.items()}
 
 
 def detect(name: str, description: str | None, input_schema: dict | None,

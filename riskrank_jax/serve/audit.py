@@ -55,6 +55,17 @@ def _read_key(path: Path) -> bytes:
     return key
 
 
+def _write_new(path: Path, flags: int, data: bytes) -> None:
+    """Create ``path`` (``flags`` hold O_EXCL: FileExistsError when it exists), mode 0600, with ``data``,
+    fsynced."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _create_key(folder: Path, path: Path) -> None:
     """Write a new key to ``path`` unless it exists: written and fsynced under a temporary name (O_CREAT|O_EXCL,
     mode 0600), then linked into place, so no reader sees a partial key and the first process to link wins.
@@ -62,27 +73,16 @@ def _create_key(folder: Path, path: Path) -> None:
     key = os.urandom(KEY_BYTES)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     tmp = folder / f".{KEY_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        os.write(fd, key)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_new(tmp, flags, key)
     try:
         os.link(tmp, path)
     except FileExistsError:  # another process created the key first: that key is read
         pass
     except OSError:  # no hard links here
         try:
-            fd = os.open(path, flags, 0o600)
+            _write_new(path, flags, key)
         except FileExistsError:
             pass
-        else:
-            try:
-                os.write(fd, key)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
     finally:
         os.unlink(tmp)
     if hasattr(os, "O_DIRECTORY"):  # the new name survives a crash too

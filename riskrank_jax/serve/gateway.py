@@ -137,7 +137,7 @@ def build_catalog(server_tools, registries, options: GatewayOptions, encoder, ca
     """
     from riskrank_jax.rank.ranker import Ranker
     from riskrank_jax.registry import load_registry
-    from riskrank_jax.registry.poisoning import detect
+    from riskrank_jax.registry.poisoning import detect, sibling_names
 
     t0 = time.perf_counter()
     inputs = [(name, {"tools": tools}) for name, tools in server_tools if tools]
@@ -147,17 +147,14 @@ def build_catalog(server_tools, registries, options: GatewayOptions, encoder, ca
         reg = load_registry(inputs, separator=".", prefix_all=True)
     servers = {name for name, _ in server_tools}
     listed = {(name, t["name"]): t for name, tools in server_tools for t in tools}
-    by_source: dict[str, set] = {}
-    for t in reg.tools:
-        by_source.setdefault(t.source, set()).add(t.raw_name)
-    others = {src: frozenset().union(*(v for k, v in by_source.items() if k != src)) for src in by_source}
+    names = sibling_names((t.source, t.raw_name) for t in reg.tools)
     entries = []
     for t in reg.tools:
         if t.source in servers and (t.source, t.raw_name) in listed:
             tool = listed[(t.source, t.raw_name)]
             entries.append(Entry(t.name, t.source, t.raw_name, t.source, tool, definition_hash(tool),
                                  detect(t.raw_name, tool.get("description"), tool.get("inputSchema"),
-                                        others[t.source], own_tool_names=frozenset(by_source[t.source]))))
+                                        names[t.source][1], own_tool_names=names[t.source][0])))
         else:
             entries.append(Entry(t.name, None, t.raw_name, t.source,
                                  {"name": t.name, "description": t.description,
