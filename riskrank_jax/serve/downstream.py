@@ -456,7 +456,7 @@ class Downstream:
         """Why a call to this server cannot go through now (None: it is up)."""
         if self._client is not None and self.state == "up":
             return None
-        why = f": {self.error}" if self.error else ""
+        why = f": {shown(self.error, 160)}" if self.error else ""  # the error's text may be the server's
         return (f"server '{self.name}' is not running ({self.state}{why}); the gateway is restarting it "
                 f"(restart {self.restarts})")
 
@@ -494,10 +494,10 @@ class Downstream:
                 raise DownstreamError(f"server '{self.name}' closed the connection (exited?) in the middle of "
                                       f"the call to '{tool}'; the gateway is restarting it") from e
             raise DownstreamError(f"server '{self.name}' failed during the call to '{tool}': "
-                                  f"{_describe(e)}") from e
+                                  f"{shown(_describe(e), 160)}") from e
         except Exception as e:  # noqa: BLE001
             raise DownstreamError(f"server '{self.name}' failed during the call to '{tool}': "
-                                  f"{_describe(e)}") from e
+                                  f"{shown(_describe(e), 160)}") from e
         raise DownstreamError(f"server '{self.name}' did not answer the call to '{tool}' within {t:g} s "
                               "(limits.call_timeout_s); the gateway cancelled it")
 
