@@ -422,3 +422,31 @@ def test_the_inspector_cli_meets_the_same_gate(h, inspector_exe):
     assert [(x["tool"], x["decision"]) for x in h.audit()[-2:]] == [
         ("args.create_ticket", "refused"), ("shadow.files.write_note", "refused")]
     assert h.audit()[-2]["rule"] == "schema"
+
+
+def test_the_inspector_cli_over_stdio_starts_the_gateway_and_meets_the_same_gate(tmp_path, cache, inspector_exe):
+    """The Inspector launches `riskrank-jax serve` itself, over stdio (its own gateway process), and sends a
+    GitHub token to a public sink: refused (the Inspector's CLI cannot be asked), nothing reaches the server, the
+    audit names the kind of secret and holds no value."""
+    import subprocess
+
+    from attack_harness import ROOT, gateway_env
+
+    calls = tmp_path / "calls.jsonl"
+    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": {"args": attack_server("args", calls)}}))
+    env = gateway_env(cache)
+    call = {"name": "args.post_message", "arguments": {"channel": "general", "text": f"deploy with {GITHUB_TOKEN}"}}
+    p = subprocess.run([str(inspector_exe), "--cli", "-e", f"RISKRANK_CACHE={env['RISKRANK_CACHE']}",
+                        "-e", f"PYTHONPATH={ROOT}", "--method", "tools/call", "--tool-name", "call_tool",
+                        "--tool-args-json", json.dumps(call), "--",
+                        sys.executable, "-m", "riskrank_jax", "serve", "--config", str(tmp_path / "servers.json"),
+                        "--state-dir", str(tmp_path / "state"), "--audit-log", str(tmp_path / "audit.jsonl")],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 5, p.stdout + p.stderr  # the tool's result has isError
+    out = json.loads(p.stdout)
+    assert out["structuredContent"]["refused"] is True and out["structuredContent"]["rule"] == "secret in arguments"
+    assert "GitHub Token" in out["structuredContent"]["reason"] and GITHUB_TOKEN not in p.stdout
+    assert not calls.exists() or calls.read_text() == ""
+    audit = (tmp_path / "audit.jsonl").read_text()
+    line = json.loads(audit.splitlines()[-1])
+    assert line["secrets"] == [{"path": "arguments.text", "kind": "GitHub Token"}] and GITHUB_TOKEN not in audit
