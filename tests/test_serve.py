@@ -547,3 +547,35 @@ def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
     (status, names), _ = _in_process(config, GatewayOptions(cache_dir=str(tmp_path), state_dir=str(tmp_path / "state")), encoder, body)
     assert status["state"] == "up" and status["protocol"] < "2026"
     assert "files.get_forecast" in names
+
+
+def test_quarantine_holds_a_new_servers_tools_until_a_person_accepts_them(tmp_path, encoder):
+    """policy.quarantine_new_servers: every tool seen for the first time asks (here: refused, the in-memory
+    client cannot be asked) until `riskrank-jax pins accept` — run as a person would, beside the gateway."""
+    from riskrank_jax.serve.config import read_config
+    from riskrank_jax.serve.gateway import GatewayOptions
+
+    calls = tmp_path / "calls.jsonl"
+    doc = config_for(sys.executable, str(calls))
+    doc["mcpServers"] = {"files": doc["mcpServers"]["files"]}
+    doc["policy"] = {"trusted_servers": ["files"], "quarantine_new_servers": True}
+    (tmp_path / "servers.json").write_text(json.dumps(doc))
+    state = tmp_path / "state"
+    options = GatewayOptions(cache_dir=str(tmp_path), state_dir=str(state))
+
+    async def body(client):
+        found = await client.call_tool("search_tools", {"query": "read the file notes.txt", "k": 2})
+        held = await client.call_tool("call_tool", {"name": "files.read_file", "arguments": {"path": "notes.txt"}})
+        p = await anyio.run_process([sys.executable, "-m", "riskrank_jax", "pins", "accept", "--server", "files",
+                                     "--state-dir", str(state)], env=_gateway_env(tmp_path), check=False)
+        read = await client.call_tool("call_tool", {"name": "files.read_file", "arguments": {"path": "notes.txt"}})
+        return found, held, p, read
+
+    (found, held, p, read), _ = _in_process(read_config(tmp_path / "servers.json"), options, encoder, body)
+    row = {t["name"]: t for t in found.structured_content["tools"]}["files.read_file"]
+    assert row["pin"] == "quarantined" and "quarantined until accepted" in row["flags"]
+    assert row["call"] == "needs confirmation"
+    assert held.is_error and held.structured_content["rule"] == "quarantine"
+    assert p.returncode == 0 and b"accepted files.read_file" in p.stdout, p.stderr
+    assert not read.is_error and read.content[0].text == "contents of notes.txt"
+    assert [c["tool"] for c in _calls(calls)] == ["read_file"]  # only the call after the acceptance
