@@ -1,8 +1,26 @@
-"""Errors with a location, so bad input is reported as `file:line: message`."""
+"""Errors with a location, so bad input is reported as `file:line: message`; and `escaped`, how any text a
+user did not write (a server's tool name, an agent's argument) appears inside a message."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+
+def escaped(text: str, cap: int = 40, quote: str = '"') -> str:
+    """``text`` for use between ``quote`` characters in a message: every control, non-ASCII or DEL character and
+    the quote as an escape (JSON's), cut to ``cap`` characters of escapes with "…"."""
+    out, n = [], 0
+    for ch in text:
+        if ch == quote and quote != '"':
+            e = f"\\u{ord(ch):04x}"
+        else:
+            e = "\\u007f" if ch == "\x7f" else json.dumps(ch, ensure_ascii=True)[1:-1]
+        if n + len(e) > cap:
+            return "".join(out) + "…"
+        out.append(e)
+        n += len(e)
+    return "".join(out)
 
 
 class RiskRankError(Exception):

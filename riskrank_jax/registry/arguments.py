@@ -41,10 +41,11 @@ time, and one that runs ``DELETE`` must.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
+
+from riskrank_jax.errors import escaped
 
 
 @dataclass(frozen=True)
@@ -77,16 +78,8 @@ def judge_arguments(rule: str, arguments: dict) -> ArgumentJudgement | None:
 
 
 def _shown(text: str, cap: int = 40) -> str:
-    """Foreign text in a rule, inside its single quotes: JSON escapes (control and non-ASCII characters, quotes),
-    at most ``cap`` characters and "…"."""
-    out, n = [], 0
-    for ch in text:
-        e = "\\u0027" if ch == "'" else "\\u007f" if ch == "\x7f" else json.dumps(ch, ensure_ascii=True)[1:-1]
-        if n + len(e) > cap:
-            return "".join(out) + "…"
-        out.append(e)
-        n += len(e)
-    return "".join(out)
+    """Foreign text inside a rule's single quotes (`errors.escaped`)."""
+    return escaped(text, cap, quote="'")
 
 
 # ------------------------------------------------------------------------------------------------ sql

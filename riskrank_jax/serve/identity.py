@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import re
 
+from riskrank_jax.errors import escaped
+
 SEPARATOR = "."
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -55,17 +57,10 @@ def split_identity(name: str) -> tuple[str, str] | None:
 
 def shown(text, cap: int = SHOWN_CHARS) -> str:
     """``text`` JSON-quoted, every control, non-ASCII or DEL character as an escape, its content cut to ``cap``
-    characters with "…" inside the quotes (a non-string is shown as its JSON)."""
+    characters with "…" inside the quotes (a non-string is shown as its JSON; `errors.escaped`)."""
     if not isinstance(text, str):
         text = json.dumps(text, default=str)
-    out, n = [], 0
-    for ch in text:
-        e = "\\u007f" if ch == "\x7f" else json.dumps(ch, ensure_ascii=True)[1:-1]
-        if n + len(e) > cap:
-            return '"' + "".join(out) + '…"'
-        out.append(e)
-        n += len(e)
-    return '"' + "".join(out) + '"'
+    return f'"{escaped(text, cap)}"'
 
 
 __all__ = ["SEPARATOR", "server_name_problem", "tool_name_problem", "identity", "split_identity", "shown"]
