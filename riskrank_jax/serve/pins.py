@@ -33,7 +33,6 @@ from riskrank_jax.errors import ConfigError
 from riskrank_jax.serve.identity import identity, split_identity
 
 DEFINITION_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-STATUSES = ("accepted", "changed", "quarantined", "unknown", "unavailable")
 SCHEMA_VERSION = 1
 DB_NAME = "gateway.sqlite"
 _SCHEMA = """
@@ -230,4 +229,4 @@ def _status(accepted, current, changed) -> str:
     return "changed" if changed or current != accepted else "accepted"
 
 
-__all__ = ["PinStore", "definition", "definition_hash", "resolve_state_dir", "STATUSES", "DB_NAME"]
+__all__ = ["PinStore", "definition", "definition_hash", "resolve_state_dir", "DB_NAME"]
