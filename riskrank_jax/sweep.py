@@ -1,7 +1,10 @@
 """`python -m riskrank_jax.sweep`: the command line of the sweep (``experiments.run``), one config tree per benchmark.
 
-Every flag sets leaves of ``experiments.config.SweepConfig`` (``FLAG_LEAVES``); ``--set PATH=VALUE`` sets any leaf;
-``--show-config`` prints the resolved trees. Built as an entry module so that the experiments below it never import
+Every flag that shapes a result is a spelling of one leaf of ``experiments.config.SweepConfig`` (``FLAG_LEAVES``);
+``--set PATH=VALUE`` sets any leaf; values derived from others (``risk_head.epochs`` from ``train.epochs``) are
+computed by ``default_config`` whichever spelling was used; ``--show-config`` prints the resolved trees. The other
+flags (--benchmark, --out, --update-reference, --force, --jobs, --no-compile-cache, --show-config) say how the
+command runs, never what a sweep computes. Built as an entry module so that the experiments below it never import
 the command-line layer.
 """
 
@@ -15,13 +18,14 @@ import click
 
 from riskrank_jax.cli.options import (MULTI_VALUE_OPTIONS, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, seeds_option)
-from riskrank_jax.experiments.config import ConfigError, SweepConfig, config_with
+from riskrank_jax.experiments.config import BENCHMARK_LEAVES, ConfigError, SweepConfig, default_config
 from riskrank_jax.experiments.run import ALL_BENCHMARKS, run_tasks
 from riskrank_jax.experiments.variants import select_variants
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR, resolve_runs_dir
 
 BENCHMARK_CHOICES = (*ALL_BENCHMARKS, "all")
-# flag (its click parameter name) -> {leaf path: value} it sets when given; a flag not given sets nothing
+# flag (its click parameter name) -> {leaf path: value} it sets when given (one leaf each; --variants and
+# --no-extras both spell eval.variants, ``flag_overrides``); a flag not given sets nothing
 FLAG_LEAVES = {
     "encoder": lambda v: {"encoder.path": v},
     "data_dir": lambda v: {"data.data_dir": v},
@@ -32,7 +36,7 @@ FLAG_LEAVES = {
     "main_lambda": lambda v: {"eval.main_lambda": v},
     "alpha": lambda v: {"eval.alpha": v},
     "k": lambda v: {"eval.k": v},
-    "epochs": lambda v: {"train.epochs": v, "risk_head.epochs": 3 * v},  # the risk heads train 3x as long
+    "epochs": lambda v: {"train.epochs": v},
     "memory_budget": lambda v: {"runtime.memory_budget": v},
     "no_bench": lambda v: {"eval.smoothing_benchmark": False} if v else {},
 }
@@ -58,10 +62,10 @@ def flag_overrides(ctx: click.Context) -> dict:
 
 
 def resolved_config(benchmark: str, flags: dict, sets) -> SweepConfig:
-    """``default_config(benchmark)`` with the flags' leaves, then the --set leaves (the later wins); a bad leaf is
-    a usage error naming it."""
+    """``default_config(benchmark)`` with the flags' leaves, then the --set leaves (the later wins), then the derived
+    leaves; a bad leaf is a usage error naming it."""
     try:
-        cfg = config_with(benchmark, flags, dict(sets))
+        cfg = default_config(benchmark, flags, dict(sets))
         select_variants(cfg.eval.variants)
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint="--set") from None
@@ -83,33 +87,39 @@ SWEEP_OPTIONS = (
                  "(default: the embedded all-MiniLM-L6-v2). Leaf encoder.path."),
     click.option("--data-dir", type=click.Path(file_okay=False), default=None,
                  help="Root holding ultratool/, seal_tools/ and livemcpbench/ (default: $RISKRANK_DATA; layout: "
-                      "docs/data.md)."),
+                      "docs/data.md). Leaf data.data_dir."),
     click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
                  help="Results root; each benchmark writes <DIR>/<benchmark>/ (default: $RISKRANK_RUNS, else runs/ "
                       "at the repository root)."),
     click.option("--update-reference", is_flag=True, help="Write into experiments/results/ (the committed reference "
                  "results) instead, recomputing them; for maintainers."),
-    click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory."),
+    click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Embedding cache directory. Leaf "
+                 "runtime.cache_dir."),
     click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
-                 help="Checkpoint root (default: checkpoints/)."),
+                 help="Checkpoint root (default: checkpoints/). Leaf runtime.checkpoint_dir."),
     seeds_option,
     click.option("--lambdas", type=float, multiple=True, default=_DEFAULTS.eval.lambdas, show_default=True,
                  help="λ grid of the λ sweep (space-separated after one --lambdas). Leaf eval.lambdas."),
     click.option("--main-lambda", type=float, default=_DEFAULTS.eval.main_lambda, show_default=True,
                  help="λ of the main tables. Leaf eval.main_lambda."),
-    click.option("--alpha", type=float, default=None, help="Smoothing α (default: 0.2 UltraTool/demo, 0.02 "
-                 "Seal-Tools). Leaf eval.alpha."),
+    click.option("--alpha", type=float, default=None, help="Smoothing α (default per benchmark: " + ", ".join(
+                 f"{name} {leaves['eval.alpha']:g}" for name, leaves in BENCHMARK_LEAVES.items()) + "). Leaf "
+                 "eval.alpha."),
     click.option("--k", type=int, default=_DEFAULTS.eval.k, show_default=True,
                  help="Cut-off of the @5 metrics and the rule filter. Leaf eval.k."),
-    click.option("--epochs", type=int, default=_DEFAULTS.train.epochs, show_default=True, help="Training epochs (the paper uses 10): "
-                 "train.epochs, and 3x that for the zero-shot risk heads (risk_head.epochs)."),
+    click.option("--epochs", type=int, default=_DEFAULTS.train.epochs, show_default=True,
+                 help="Training epochs (the paper uses 10). Leaf train.epochs; the zero-shot risk heads follow with "
+                      "3x (risk_head.epochs, unless set)."),
     click.option("--variants", "variant_names", multiple=True, metavar="NAME...",
                  help="Evaluate only these variants (space-separated; 'paper' = the paper's rows, 'all' = every "
                       "row but the opt-in ones, 'ce' = the opt-in cross-encoder rows, which take tens of minutes "
-                      "per benchmark on a CPU). Default: all; see riskrank_jax/experiments/variants.py."),
-    click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants."),
+                      "per benchmark on a CPU). Default: all; see riskrank_jax/experiments/variants.py. Leaf "
+                      "eval.variants."),
+    click.option("--no-extras", is_flag=True, help="Same as --variants paper: skip the beyond-paper variants. "
+                 "Leaf eval.variants."),
     memory_budget_option,
-    click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark."),
+    click.option("--no-bench", is_flag=True, help="Skip the smoothing-throughput benchmark. Leaf "
+                 "eval.smoothing_benchmark (false)."),
     click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", callback=_parse_sets,
                  help="Set any leaf of the config tree, after the flags (repeatable): --set train.epochs=5 --set "
                       "eval.k=3; tuples as comma lists (--set eval.lambdas=0,0.1), bools true/false, none for an "

@@ -246,4 +246,20 @@ def test_show_config_prints_the_resolved_tree():
     tree = json.loads(r.output)
     assert tree["eval"]["alpha"] == 0.02 and tree["data"]["main_split"] == "test_in"  # default_config("sealtools")
     assert tree["eval"]["k"] == 4 and tree["train"]["epochs"] == 3 and tree["graph"]["semantic_threshold"] == 0.7
-    assert tree["risk_head"]["epochs"] == 30  # --epochs not given: untouched
+    assert tree["risk_head"]["epochs"] == 9  # derived from train.epochs (DERIVED_LEAVES), as --epochs 3 gives
+
+
+@pytest.mark.parametrize("spelling", [["--epochs", "3"], ["--set", "train.epochs=3"]])
+def test_two_spellings_of_a_leaf_give_one_tree(spelling):
+    from click.testing import CliRunner
+
+    from riskrank_jax.experiments.config import default_config
+    from riskrank_jax.sweep import main
+
+    r = CliRunner().invoke(main, ["--show-config", *spelling])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == json.loads(json.dumps(default_config("demo", {"train.epochs": 3}).to_dict()))
+    assert json.loads(r.output)["risk_head"]["epochs"] == 9
+    # a derived leaf set itself keeps its value, whatever the order of the spellings
+    r = CliRunner().invoke(main, ["--show-config", "--set", "risk_head.epochs=7", *spelling])
+    assert r.exit_code == 0 and json.loads(r.output)["risk_head"]["epochs"] == 7, r.output

@@ -150,10 +150,10 @@ def _train_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
 def _train_config(benchmark: str, flags: dict, sets):
     """The tree's TrainConfig for ``benchmark`` with the flags given (None: not given), then the --set leaves."""
     from riskrank_jax.errors import ConfigError
-    from riskrank_jax.experiments.config import config_with
+    from riskrank_jax.experiments.config import default_config
 
     try:
-        tree = config_with(benchmark, {k: v for k, v in flags.items() if v is not None}, dict(sets))
+        tree = default_config(benchmark, {k: v for k, v in flags.items() if v is not None}, dict(sets))
     except (ConfigError, ValueError) as e:
         raise click.BadParameter(str(e), param_hint="--set") from None
     return tree.train

@@ -1,12 +1,14 @@
 """The sweep's configuration: one nested tree of frozen dataclasses for a sweep of one benchmark.
 
-    cfg = default_config("sealtools")                       # per-benchmark defaults (α, main split)
-    cfg = with_overrides(cfg, {"train.epochs": "5", "eval.k": "3"})   # leaves by dotted path, values as text
+    cfg = default_config("sealtools")                       # per-benchmark leaves (α, main split), derived leaves
+    cfg = default_config("demo", {"train.epochs": "5"})     # leaves by dotted path (values as text or values);
+                                                            # risk_head.epochs follows: 15
     cfg.to_dict(), cfg.result_key()                         # results.json "config"; what the run key hashes
 
 Sub-configs reuse the stages' own leaf dataclasses (``TrainConfig``, ``RiskHeadConfig``, ``RerankConfig``,
 ``GraphConfig``); the sweep-only ones are declared here. Built this way so that one value names everything a
-sweep's results depend on, every leaf is reachable (and settable) by one path, and no defaults live in globals.
+sweep's results depend on, every leaf is reachable (and settable) by one path, no defaults live in globals, and
+every value computed from others is computed in one place (``default_config``), whichever spelling set its inputs.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
-# per-benchmark defaults: smoothing α and the split of the main tables (other benchmarks: α 0.2, no main split)
-# UltraTool tunes 15 encoders (3 seeds x 5 folds): one epoch each keeps its sweep within the time budget
-BENCHMARK_DEFAULTS = {"ultratool": {"alpha": 0.2, "main_split": "test", "tune_epochs": 1},
-                      "sealtools": {"alpha": 0.02, "main_split": "test_in"},
-                      "demo": {"alpha": 0.2, "main_split": "test"},
-                      "livemcpbench": {"alpha": 0.2, "main_split": "test"}}
+# per-benchmark leaves, set before any override: smoothing α, the split of the main tables (None: none) and, for
+# UltraTool, one tuning epoch (it tunes 15 encoders, 3 seeds x 5 folds: one epoch each keeps its sweep within the
+# time budget); a benchmark not named here (a test's injected one) gets UNNAMED_BENCHMARK_LEAVES
+BENCHMARK_LEAVES = {"ultratool": {"eval.alpha": 0.2, "data.main_split": "test", "tune.epochs": 1},
+                    "sealtools": {"eval.alpha": 0.02, "data.main_split": "test_in"},
+                    "demo": {"eval.alpha": 0.2, "data.main_split": "test"},
+                    "livemcpbench": {"eval.alpha": 0.2, "data.main_split": "test"}}
+UNNAMED_BENCHMARK_LEAVES = {"eval.alpha": 0.2, "data.main_split": None}
+# leaves computed from other leaves unless set themselves: {path: rule}; the zero-shot risk heads train 3x as many
+# epochs as the dual heads (a smaller model on one loss, so 3x the passes)
+DERIVED_LEAVES = {"risk_head.epochs": lambda cfg: 3 * cfg.train.epochs}
 # leaves that never change results (where files live, how much memory a step may use)
 NON_RESULT_LEAVES = ("data.data_dir", "runtime.memory_budget", "runtime.cache_dir", "runtime.checkpoint_dir")
 # leaves of a reused dataclass that the sweep does not read, so setting them would change nothing: {path: why}
@@ -144,13 +151,19 @@ class SweepConfig:
         return d
 
 
-def default_config(benchmark: str = "demo") -> SweepConfig:
-    """The sweep's defaults for ``benchmark`` (its α, main split and tuning epochs; unknown names: α 0.2, no main
-    split)."""
-    d = BENCHMARK_DEFAULTS.get(benchmark, {"alpha": 0.2, "main_split": None})
-    return SweepConfig(data=DataConfig(benchmark=benchmark, main_split=d["main_split"]),
-                       eval=EvalConfig(alpha=d["alpha"]),
-                       tune=TuneConfig(**({"epochs": d["tune_epochs"]} if "tune_epochs" in d else {})))
+def default_config(benchmark: str = "demo", *overrides: dict[str, object]) -> SweepConfig:
+    """The sweep's config of ``benchmark``: its ``BENCHMARK_LEAVES``, then each {leaf path: value} of
+    ``overrides`` in turn (a command's flags, then its --set leaves: the later wins), then every
+    ``DERIVED_LEAVES`` leaf that no override set, computed from the result. The one place a value is derived, so
+    that ``--epochs 5`` and ``--set train.epochs=5`` give one tree. Raises ConfigError naming a bad path."""
+    cfg = with_overrides(SweepConfig(data=DataConfig(benchmark=benchmark)),
+                         BENCHMARK_LEAVES.get(benchmark, UNNAMED_BENCHMARK_LEAVES))
+    given = set()
+    for leaves in overrides:
+        cfg = with_overrides(cfg, leaves)
+        given |= set(leaves)
+    derived = {path: rule(cfg) for path, rule in DERIVED_LEAVES.items() if path not in given}
+    return with_overrides(cfg, derived)
 
 
 def leaf_paths(tree=None, prefix: str = "") -> dict[str, object]:
@@ -167,21 +180,13 @@ def leaf_paths(tree=None, prefix: str = "") -> dict[str, object]:
 
 
 def with_overrides(cfg: SweepConfig, overrides: dict[str, object]) -> SweepConfig:
-    """``cfg`` with leaves replaced: {"train.epochs": "5" or 5, ...}. Text is parsed by the leaf's type (tuples as
-    comma lists, bools true/false, "none" for an optional leaf). Raises ConfigError naming the path."""
+    """``cfg`` with leaves replaced: {"train.epochs": "5" or 5, ...}, nothing derived (``default_config`` derives).
+    Text is parsed by the leaf's type (tuples as comma lists, bools true/false, "none" for an optional leaf).
+    Raises ConfigError naming the path."""
     for path, value in overrides.items():
         if path in UNUSED_LEAVES:
             raise ConfigError(f"{path} cannot be set: {UNUSED_LEAVES[path]}")
         cfg = _replace_leaf(cfg, path.split("."), value, path)
-    return cfg
-
-
-def config_with(benchmark: str, *overrides: dict[str, object]) -> SweepConfig:
-    """``default_config(benchmark)`` with each {leaf path: value} of ``overrides`` applied in turn (a command's
-    flags, then its --set leaves: the later wins). Raises ConfigError naming a bad path."""
-    cfg = default_config(benchmark)
-    for leaves in overrides:
-        cfg = with_overrides(cfg, leaves)
     return cfg
 
 
@@ -242,5 +247,5 @@ def _checked_value(hint, value, path: str):
 
 
 __all__ = ["SweepConfig", "DataConfig", "EncoderConfig", "EvalConfig", "RuntimeConfig", "McpConfig",
-           "ConfigError", "BENCHMARK_DEFAULTS", "NON_RESULT_LEAVES", "default_config", "leaf_paths",
-           "with_overrides", "config_with", "parse_leaf"]
+           "ConfigError", "BENCHMARK_LEAVES", "DERIVED_LEAVES", "NON_RESULT_LEAVES", "default_config",
+           "leaf_paths", "with_overrides", "parse_leaf"]
