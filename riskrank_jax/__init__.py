@@ -45,6 +45,10 @@ From a command to a number:
 ``from riskrank_jax import Ranker, RankConfig`` works; it imports ``riskrank_jax.rank.ranker`` only when asked.
 """
 
+import importlib
+
+from riskrank_jax.runtime.logs import quiet_library_loggers as _quiet_library_loggers
+
 __version__ = "0.1.0"
 
 _LAZY = {"Ranker": "riskrank_jax.rank.ranker", "RankConfig": "riskrank_jax.rank.ranker"}
@@ -53,11 +57,8 @@ _LAZY = {"Ranker": "riskrank_jax.rank.ranker", "RankConfig": "riskrank_jax.rank.
 def __getattr__(name):
     """PEP 562: ``Ranker`` and ``RankConfig`` load their module on first access (JAX is not imported before)."""
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'riskrank_jax' has no attribute {name!r}")
 
-from riskrank_jax.runtime.logs import quiet_library_loggers as _quiet_library_loggers  # noqa: E402
 
 _quiet_library_loggers()  # no DEBUG/INFO lines from bm25s, orbax/absl, jax, matplotlib (see logs.py)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -170,8 +171,6 @@ def rank_order_host(scores, *, threads: int | None = None) -> np.ndarray:
 def top_order(scores, k: int):
     """int32 [..., k]: the first k entries of ``rank_order(scores)`` (``lax.top_k`` of the snapped scores keeps
     the lower index first among equal ones), without sorting the whole pool."""
-    import jax
-
     return jax.lax.top_k(tie_snapped(scores), k)[1].astype(jnp.int32)
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from riskrank_jax.data.sealtools import load_demo, load_sealtools
 from riskrank_jax.data.types import Benchmark, QuerySet, ToolRegistry, pad_gold
+from riskrank_jax.data.ultratool import load_ultratool
 from riskrank_jax.errors import DataError
 from riskrank_jax.paths import resolve_data_dir
 from riskrank_jax.scoring import is_high_permission, is_risky
@@ -34,9 +36,6 @@ def demo_dir() -> Path:
 
 def load_benchmark(name: str, data_dir=None) -> Benchmark:
     """Load a benchmark by name. `data_dir` (or $RISKRANK_DATA) holds the real ones (docs/data.md)."""
-    from riskrank_jax.data.sealtools import load_demo, load_sealtools
-    from riskrank_jax.data.ultratool import load_ultratool
-
     if name == "demo":
         return load_demo(demo_dir())
     if name not in BENCHMARKS:

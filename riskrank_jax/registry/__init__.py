@@ -12,7 +12,8 @@
     dimensions.py     what a tool does (mutation, public sink, secret source, untrusted content, execution,
                       money), each with its source, the MCP specification's defaults, and the one level function
     arguments.py      decisions that depend on a call's arguments (one read-only SQL statement, shell commands)
-    poisoning.py      instructions aimed at the agent in a tool's description or schema (tool poisoning)
+    poisoning.py      instructions aimed at the agent in a tool's description or schema (tool poisoning);
+                      poisoning_phrases.py  its table of phrase cues and their trigger-word index
     mcp_risk.py       the learned dimension model over MCP tools (ships `model/mcp_risk_model.npz`)
     mcp_corpus.py     the labelled corpus of real MCP servers' tools, and folds over servers
     labelled.py       labelled tool sets for risk heads

@@ -52,9 +52,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from riskrank_jax.permissions import split_identifier
+from riskrank_jax.permissions import CATEGORY_NAMES, split_identifier
+from riskrank_jax.registry.permissions import permission_mask_words
+from riskrank_jax.registry.poisoning import detect, sibling_names
 from riskrank_jax.registry.registry import Registry
-from riskrank_jax.registry.risk import RISK_KEYWORDS, clause_lines, group_regexes
+from riskrank_jax.registry.risk import RISK_KEYWORDS, RiskAssessment, clause_lines, group_regexes
 
 MUTATIONS = ("read", "local_write", "destructive")
 FLAGS = ("public_sink", "secret_source", "untrusted_content", "execution", "money")
@@ -424,8 +426,6 @@ def instruction_sources(registry: Registry) -> tuple[str, ...]:
     """Per tool "detector: <categories>" when its name, description or parameters carry instructions aimed at
     the agent (`registry.poisoning.detect`; its own source's tool names are its siblings, another source's count
     as other servers' tools), else ""."""
-    from riskrank_jax.registry.poisoning import detect, sibling_names
-
     names = sibling_names((t.source, t.raw_name) for t in registry.tools)
     out = []
     for t in registry.tools:
@@ -441,10 +441,6 @@ def assessment_to_risk(registry: Registry, dims: DimensionAssessment):
     stays final (source "declared"); every other level is `level_from_dimensions`, its source the dimensions'
     one line (`DimensionAssessment.source_text`); learned: the model's highest must-confirm probability
     (P(destructive), public sink, secret source, execution, money; NaN without a model); scores (r − 1)/4."""
-    from riskrank_jax.permissions import CATEGORY_NAMES
-    from riskrank_jax.registry.permissions import permission_mask_words
-    from riskrank_jax.registry.risk import RiskAssessment
-
     declared = np.array([0 if r is None else r for r in registry.declared_risk], np.int32)
     levels = np.where(declared > 0, declared, dims.levels).astype(np.int32)
     cols = [MODEL_OUTPUTS.index(c) for c in MUST_CONFIRM]

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from riskrank_jax.data import demo_dir, load_benchmark
 from riskrank_jax.data.jsonl import read_jsonl
 from riskrank_jax.errors import DataError
+from riskrank_jax.paths import resolve_data_dir
 from riskrank_jax.registry.loader import load_registry
 from riskrank_jax.registry.tool import Tool, tool_text
 
@@ -42,9 +44,6 @@ def _tool_params(tool_file: Path) -> dict[str, tuple[tuple[str, str], ...]]:
 def benchmark_tools(benchmark: str, data_dir=None, with_params: bool = True) -> LabelledTools:
     """A benchmark's tool pool with its risk labels, each tool as `tool_text` would embed it (name,
     description and, where the benchmark has them and `with_params`, parameters)."""
-    from riskrank_jax.data import demo_dir, load_benchmark
-    from riskrank_jax.paths import resolve_data_dir
-
     bench = load_benchmark(benchmark, data_dir)
     params: dict = {}
     if not with_params:

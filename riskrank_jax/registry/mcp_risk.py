@@ -23,11 +23,14 @@ from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.errors import RiskHeadError
 from riskrank_jax.model.risk_head import TEXT_VERSION, load_params_npz, save_params_npz
-from riskrank_jax.registry.dimensions import FLAGS, MODEL_OUTPUTS, MUTATIONS, N_KEYWORD_FEATURES, keyword_features
+from riskrank_jax.registry.dimensions import (FLAGS, MODEL_OUTPUTS, MUTATIONS, N_KEYWORD_FEATURES, DimensionPolicy,
+                                              keyword_features)
 
 MODEL_FORMAT = "riskrank-mcp-risk-v1"
 DEFAULT_MODEL_FILE = "mcp_risk_model.npz"
@@ -63,8 +66,6 @@ def features(emb, texts) -> np.ndarray:
 
 
 def _init(key, dim: int, hidden: int, outputs: int) -> dict:
-    import jax
-
     k1, k2 = jax.random.split(key)
     return {"W1": jax.random.normal(k1, (dim, hidden)) * np.sqrt(2.0 / dim), "b1": np.zeros(hidden, np.float32),
             "W2": jax.random.normal(k2, (hidden, outputs)) * np.sqrt(1.0 / hidden),
@@ -73,15 +74,12 @@ def _init(key, dim: int, hidden: int, outputs: int) -> dict:
 
 def logits(params: dict, x):
     """[N, 7] logits of features x [N, D] (params of one member: W1 [D, h], b1 [h], W2 [h, 7], b2 [7])."""
-    import jax.numpy as jnp
-
     return jnp.maximum(x @ params["W1"] + params["b1"], 0.0) @ params["W2"] + params["b2"]
 
 
 def _fit_one(seed, x, y, *, config: RiskModelConfig):
     """One member: weighted BCE of sigmoid(logits(x [N, D])) to y [N, 7], full-batch AdamW. Pure, vmap-able."""
-    import jax
-    import jax.numpy as jnp
+    # deferred: optax is needed to fit the model only; ranking with the shipped one never loads it
     import optax
 
     params = _init(jax.random.key(seed), x.shape[1], config.hidden, y.shape[1])
@@ -104,8 +102,6 @@ def _fit_one(seed, x, y, *, config: RiskModelConfig):
 
 @lru_cache(maxsize=4)
 def _program(config: RiskModelConfig):
-    import jax
-
     return jax.jit(jax.vmap(partial(_fit_one, config=config), in_axes=(0, None, None)))
 
 
@@ -117,8 +113,6 @@ def train(x, y, config: RiskModelConfig = RiskModelConfig()) -> tuple[dict, np.n
     Returns:
       (params {"W1" [S, D, h], "b1" [S, h], "W2" [S, h, 7], "b2" [S, 7]} as numpy, loss per step [S, steps]).
     """
-    import jax.numpy as jnp
-
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
     if x.ndim != 2 or y.shape != (x.shape[0], len(MODEL_OUTPUTS)) or x.shape[0] < 2:
         raise RiskHeadError(f"need features [N, D] and targets [N, {len(MODEL_OUTPUTS)}] with N >= 2; "
@@ -129,9 +123,6 @@ def train(x, y, config: RiskModelConfig = RiskModelConfig()) -> tuple[dict, np.n
 
 def predict(params: dict, x) -> np.ndarray:
     """float32 [N, 7]: the ensemble's mean probabilities for features x [N, D]."""
-    import jax
-    import jax.numpy as jnp
-
     z = jax.vmap(logits, in_axes=(0, None))({k: jnp.asarray(v) for k, v in params.items()},
                                            jnp.asarray(x, jnp.float32))
     return np.asarray(jax.nn.sigmoid(z).mean(axis=0), np.float32)
@@ -151,8 +142,6 @@ class RiskModel:
 
     def dimension_policy(self, **overrides):
         """The DimensionPolicy with this model's thresholds (``overrides``: trust settings)."""
-        from riskrank_jax.registry.dimensions import DimensionPolicy
-
         return DimensionPolicy(**{**self.thresholds, **overrides})
 
     @property
