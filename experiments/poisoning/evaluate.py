@@ -27,6 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from riskrank_jax.paths import resolve_data_dir  # noqa: E402
+from riskrank_jax.registry.mcp_corpus import livemcpbench_tools, load_corpus  # noqa: E402
 from riskrank_jax.registry.poisoning import CATEGORIES, detect, sibling_names  # noqa: E402
 
 POISONED = Path(__file__).resolve().parent / "poisoned.jsonl"
@@ -46,9 +48,6 @@ def load_clean(corpus_dir=CORPUS, data_dir=None) -> list[dict]:
 
     load_corpus decides which tools are in (reserved packages dropped); their raw MCP objects (the registry
     keeps only top-level parameters) are read from servers/*.json and from LiveMCPBench's tools.json."""
-    from riskrank_jax.paths import resolve_data_dir
-    from riskrank_jax.registry.mcp_corpus import _livemcpbench_tools, load_corpus
-
     data_dir = resolve_data_dir(data_dir)
     corpus = load_corpus(corpus_dir, data_dir, reserved=data_dir.parent / "RESERVED_SERVERS.md")
     packaged: dict[str, dict[str, dict]] = {}
@@ -59,7 +58,7 @@ def load_clean(corpus_dir=CORPUS, data_dir=None) -> list[dict]:
     out = []
     for tool, server, source in zip(corpus.registry.tools, corpus.servers, corpus.packages, strict=True):
         if source == "livemcpbench":
-            live = _livemcpbench_tools(data_dir) if live is None else live
+            live = livemcpbench_tools(data_dir) if live is None else live
             raw = next(t for t in live[server] if t["name"] == tool.raw_name)
         else:
             raw = packaged[server][tool.raw_name]

@@ -8,11 +8,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 
 import click
 
 from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, risk_head_option, seeds_option)
+from riskrank_jax.cli.pins import pins_group
+from riskrank_jax.cli.rank import fit_command, rank_command
+from riskrank_jax.cli.serve import serve_command
 from riskrank_jax.errors import RiskRankError
 
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
@@ -52,6 +56,7 @@ def data():
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def data_stats(benchmark, data_dir, as_json):
     """Tools, queries per split, gold per query, risk histogram, permission levels."""
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import benchmark_stats, load_benchmark
 
     stats = benchmark_stats(load_benchmark(benchmark, data_dir))
@@ -79,11 +84,11 @@ def data_stats(benchmark, data_dir, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object {split: {metric: value}}.")
 def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_json):
     """The metrics of docs/metrics.md for a retrieval baseline (BM25 or frozen-encoder cosine) on the test split(s)."""
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     import numpy as np
-
     from riskrank_jax import metrics
-    from riskrank_jax.retrieve import baselines, first_stage
     from riskrank_jax.data import load_benchmark
+    from riskrank_jax.retrieve import baselines, first_stage
 
     bench = load_benchmark(benchmark, data_dir)
     out = {}
@@ -91,6 +96,7 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
         if retriever == "bm25":
             scores = baselines.bm25_scores(list(bench.tools.descriptions), list(qs.texts))
         else:
+            # deferred: the encoder (transformers) loads only for the dense retriever
             from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
             from riskrank_jax.encode.encoder import load_encoder
 
@@ -120,6 +126,7 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
 @click.option("--batch-size", type=int, default=64, show_default=True)
 def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
     """Precompute and cache the embedding of every tool and query text of a benchmark."""
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
     from riskrank_jax.encode.encoder import load_encoder
@@ -245,10 +252,11 @@ def graph():
               help='Print one JSON object: {"benchmark", "protocol", "graphs": [one entry per graph, with its "fold"]}.')
 def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
     """Nodes, edges per type and in total, tools with a neighbour, perm_level ≥ 2 tools."""
-    from riskrank_jax.graph import tool_graph
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
     from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.graph import tool_graph
 
     bench = load_benchmark(benchmark, data_dir)
     t_emb = embed_texts(load_encoder(encoder), list(bench.tools.descriptions), EmbeddingCache(cache_dir))
@@ -288,12 +296,13 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
     (the learned risk model, keywords, MCP annotations under the specification's defaults); with --risk-head
     the level rule of that head instead (see docs/registry.md).
     """
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
+    from riskrank_jax.cli import audit as audit_lib
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
-    from riskrank_jax.cli import audit as audit_lib
+    from riskrank_jax.model.risk_head import RiskHead
     from riskrank_jax.registry import load_registry
     from riskrank_jax.registry.risk import RiskPolicy
-    from riskrank_jax.model.risk_head import RiskHead
 
     if as_json and as_csv:
         raise click.UsageError("choose one of --json and --csv")
@@ -312,8 +321,6 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
 
 def _load_registry_quietly(load, files):
     """load(files) with its RegistryWarnings kept in Registry.warnings instead of printed by Python."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return load(list(files))
@@ -335,13 +342,13 @@ def _load_registry_quietly(load, files):
 @encoder_option
 def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_dir, cache_dir, encoder):
     """Train a risk head on a labelled registry (FILE... with `risk` on every tool) or a benchmark's labels."""
+    # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     import numpy as np
-
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
     from riskrank_jax.encode.encoder import load_encoder
-    from riskrank_jax.registry.risk_agreement import cross_val_scores, score_report
-    from riskrank_jax.registry.labelled import benchmark_tools, registry_tools
     from riskrank_jax.model.risk_head import HeadConfig, RiskHead, train_risk_head
+    from riskrank_jax.registry.labelled import benchmark_tools, registry_tools
+    from riskrank_jax.registry.risk_agreement import cross_val_scores, score_report
 
     if bool(files) == bool(benchmark):
         raise click.UsageError("give either FILE... or --benchmark NAME")
@@ -362,17 +369,9 @@ def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_di
     click.echo(f"  trained {cfg.epochs} epochs (final MSE {losses[-1]:.5f}); saved {head.save(out_path)}")
 
 
-from riskrank_jax.cli.rank import fit_command, rank_command  # noqa: E402  (commands defined in their own module)
-
-cli.add_command(rank_command)
+cli.add_command(rank_command)  # commands defined in their own modules
 cli.add_command(fit_command)
-
-from riskrank_jax.cli.serve import serve_command  # noqa: E402
-
 cli.add_command(serve_command)
-
-from riskrank_jax.cli.pins import pins_group  # noqa: E402
-
 cli.add_command(pins_group)
 
 

@@ -17,10 +17,15 @@ Why client-side: the API's own search tools rank by regex or BM25 alone; this on
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from dataclasses import dataclass
 
+import pydantic
+
 from riskrank_jax.errors import DataError, DuplicateToolError, RankerError, ToolSpecError
+from riskrank_jax.rank.explain import risky_held_back
+from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
 
 SEARCH_TOOL_NAME = "tool_search"
 SERVER_SEARCH_PREFIX = "tool_search_tool_"  # the API's own search tools (regex, BM25): never deferred
@@ -129,10 +134,6 @@ class ToolSearch:
                    name: str = SEARCH_TOOL_NAME, explain: bool = False, **ranker_kwargs) -> "ToolSearch":
         """Check ``tools`` (Anthropic definitions), then Ranker.from_registry over the custom ones; lam: λ
         (default DEFAULT_REGISTRY_CONFIG's); extra keywords go to Ranker.from_registry."""
-        import dataclasses
-
-        from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
-
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise RankerError(f"k must be a positive integer, got {k!r}")
         ranked = rankable_tools(tools, name)
@@ -153,8 +154,6 @@ class ToolSearch:
 
     def held_back(self, query: str, names) -> list[str]:
         """'name (risk r, #j at λ = 0)' for each risky tool in the top len(names) at λ = 0 but not in ``names``."""
-        from riskrank_jax.rank.explain import risky_held_back
-
         ids = [self.ranker.tool_index[n] for n in names]
         return [f"{self.ranker.tool_names[t]} (risk {int(self.ranker.risk_levels[t])}, #{j} at λ = 0)"
                 for t, j in risky_held_back(self.ranker, query, len(ids), ids)]
@@ -190,16 +189,12 @@ def _materialise(value):
 @functools.lru_cache(maxsize=None)
 def _adapter(param_type):
     """pydantic.TypeAdapter over an SDK type, built once (the unions of MessageParam take seconds to build)."""
-    import pydantic
-
     return pydantic.TypeAdapter(param_type)
 
 
 def validate(payload, param_type):
     """payload checked against an SDK param type (e.g. anthropic.types.ToolResultBlockParam) with pydantic;
     DataError when it does not fit or has keys the type does not define (pydantic would drop them)."""
-    import pydantic
-
     adapter = _adapter(param_type)  # kept alive while its lazy iterators are read
     try:
         checked = _materialise(adapter.validate_python(payload))

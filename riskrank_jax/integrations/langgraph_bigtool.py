@@ -31,6 +31,7 @@ RETRIEVE_DOC = ("Search the tool registry for the tools that fit a request and m
 
 def _input_schema(tool) -> dict:
     """The JSON schema of the arguments the model fills (no injected ones), as an MCP ``inputSchema``."""
+    # deferred: LangChain comes with the optional [langgraph] extra
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     params = convert_to_openai_tool(tool)["function"].get("parameters") or {}
@@ -45,6 +46,7 @@ def tools_document(tool_registry: dict) -> tuple[dict, dict[str, str]]:
 
     Raises ToolSpecError for a value that is not a LangChain ``BaseTool`` or has no description, and
     DuplicateToolError for two ids whose tools share a name (the model calls tools by name)."""
+    # deferred: LangChain comes with the optional [langgraph] extra
     from langchain_core.tools import BaseTool
 
     if not isinstance(tool_registry, dict) or not tool_registry:

@@ -24,6 +24,8 @@ import dataclasses
 from collections.abc import Iterable
 
 from riskrank_jax.errors import DuplicateToolError, RankerError, ToolSpecError
+from riskrank_jax.rank.explain import search_with_held_back
+from riskrank_jax.rank.ranker import Ranker, check_queries
 
 UNKNOWN = ("block", "allow")
 
@@ -82,16 +84,12 @@ class RiskPolicyForAgents:
     @classmethod
     def from_mcp_tools(cls, tools, **ranker_kwargs) -> RiskPolicyForAgents:
         """From ``await server.list_tools()`` (MCP Tool objects) or tool dicts; kwargs go to Ranker.from_registry."""
-        from riskrank_jax.rank.ranker import Ranker
-
         entries, descriptions = check_tools(tools)
         return cls(Ranker.from_registry({"tools": entries}, **ranker_kwargs), descriptions)
 
     @classmethod
     def from_registry(cls, tools, **ranker_kwargs) -> RiskPolicyForAgents:
         """From one in-memory tool list: an MCP document ``{"tools": [...]}`` or an OpenAI tool list."""
-        from riskrank_jax.rank.ranker import Ranker
-
         entries, descriptions = check_tools(tools)
         doc = {"tools": entries} if isinstance(tools, dict) and "tools" in tools else entries
         return cls(Ranker.from_registry(doc, **ranker_kwargs), descriptions)
@@ -177,8 +175,6 @@ def _names(names, what: str) -> frozenset:
 
 
 def _check_ranker(ranker) -> None:
-    from riskrank_jax.rank.ranker import Ranker
-
     if not isinstance(ranker, Ranker):
         raise RankerError(f"expected a riskrank_jax Ranker (or RiskPolicyForAgents), got {type(ranker).__name__}")
 
@@ -186,9 +182,6 @@ def _check_ranker(ranker) -> None:
 def search(policy: RiskPolicyForAgents, query: str, k: int, zero=None) -> dict:
     """{"query", "k", "tools": name, description, risk level and source, score; "held_back": risky tools the
     risk penalty kept out of the top k} — the same result as the gateway's search_tools."""
-    from riskrank_jax.rank.explain import search_with_held_back
-    from riskrank_jax.rank.ranker import check_queries
-
     check_queries([query])
     r = policy.ranker
     k = max(1, min(int(k), r.size))
@@ -202,6 +195,7 @@ def search(policy: RiskPolicyForAgents, query: str, k: int, zero=None) -> dict:
 def search_tool(ranker, k: int = 5, *, name: str = "search_tools"):
     """An Agents SDK ``FunctionTool`` that returns the risk-aware top k tools for a request (names, descriptions,
     risk levels) and the risky tools held back; ``ranker``: a Ranker or a RiskPolicyForAgents."""
+    # deferred: the Agents SDK comes with the optional [openai-agents] extra
     from agents import function_tool
 
     policy = ranker if isinstance(ranker, RiskPolicyForAgents) else RiskPolicyForAgents.from_ranker(ranker)

@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 
 from riskrank_jax.errors import DuplicateToolError, RankerError, ToolSpecError
+from riskrank_jax.integrations.anthropic_tool_search import validate
+from riskrank_jax.rank.ranker import Ranker
 
 QUERY_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "description": "The user's request"}},
                 "required": ["query"]}
@@ -54,17 +56,14 @@ class ResponsesToolSearch:
     @classmethod
     def from_tools(cls, function_tools, *, k: int = 5, **ranker_kwargs) -> "ResponsesToolSearch":
         """Rank ``function_tools`` ([{"type": "function", "name", "description", "parameters"}]) zero-shot."""
-        from riskrank_jax.rank.ranker import Ranker
-
         tools = _checked(function_tools)
         ranker = Ranker.from_registry({"tools": tools}, **ranker_kwargs)
         return cls(ranker, {t["name"]: t for t in tools}, k)
 
     def definition(self, description: str | None = None) -> dict:
         """The ``tool_search`` tool, executed by this client."""
+        # deferred: the openai SDK comes with the optional [openai-agents] extra
         from openai.types.responses import ToolSearchToolParam
-
-        from riskrank_jax.integrations.anthropic_tool_search import validate
 
         return validate({"type": "tool_search", "execution": "client", "parameters": QUERY_SCHEMA,
                          "description": description or "Find the tools for the user's request; risky tools are "
@@ -77,10 +76,9 @@ class ResponsesToolSearch:
 
     def output(self, call) -> dict:
         """The ``tool_search_output`` item for a ``tool_search_call`` (an SDK object or a dict): the top k tools."""
+        # deferred: the openai SDK comes with the optional [openai-agents] extra
         from openai.types.responses.response_tool_search_output_item_param_param import (
             ResponseToolSearchOutputItemParamParam)
-
-        from riskrank_jax.integrations.anthropic_tool_search import validate
 
         get = call.get if isinstance(call, dict) else (lambda key, default=None: getattr(call, key, default))
         if get("type") != "tool_search_call":

@@ -45,6 +45,11 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+import bashlex
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
 from riskrank_jax.errors import escaped
 
 
@@ -87,8 +92,6 @@ def _shown(text: str, cap: int = 40) -> str:
 
 def _reads(expr) -> tuple[bool, str]:
     """(only reads, the statement's kind) of one parsed sqlglot statement."""
-    from sqlglot import exp
-
     kind = type(expr).__name__.upper()
     if isinstance(expr, exp.Command):  # statements sqlglot keeps as text: EXPLAIN, SHOW in some dialects
         head = (expr.this or "").upper()
@@ -113,9 +116,6 @@ def _reads(expr) -> tuple[bool, str]:
 
 def judge_sql(sql: str) -> ArgumentJudgement:
     """One read-only statement reads; several statements, any write or unparseable SQL does not."""
-    import sqlglot
-    from sqlglot.errors import SqlglotError
-
     quiet = logging.getLogger("sqlglot")
     level, quiet.level = quiet.level, logging.ERROR  # "falling back to parsing as a Command" is not news here
     try:
@@ -437,8 +437,6 @@ def _stage_words(stage, command: str) -> tuple[list[str] | None, str]:
 
 def _shell_stages(command: str) -> tuple[list[list[str]] | None, str]:
     """(the words of each stage of one command or pipeline, or None; why not)."""
-    import bashlex
-
     if not command.strip():
         return None, "no command"
     try:

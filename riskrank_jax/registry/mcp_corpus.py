@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from riskrank_jax.errors import DataError
 from riskrank_jax.registry.dimensions import FLAGS, MUTATIONS
+from riskrank_jax.registry.loader import load_registry
 
 LIVEMCPBENCH_TOOLS = Path("livemcpbench") / "tools" / "LiveMCPTool" / "tools.json"
 LABEL_KEYS = ("server", "tool", "source", "mutation") + FLAGS
@@ -65,7 +67,8 @@ def package_name(source: str) -> str | None:
     return rest.rsplit("@", 1)[0] if rest.rfind("@") > 0 else rest
 
 
-def _livemcpbench_tools(data_dir) -> dict[str, list[dict]]:
+def livemcpbench_tools(data_dir) -> dict[str, list[dict]]:
+    """LiveMCPBench's raw MCP tool objects per server, read from ``data_dir`` / LIVEMCPBENCH_TOOLS."""
     path = Path(data_dir) / LIVEMCPBENCH_TOOLS
     if not path.is_file():
         raise DataError(f"the corpus labels LiveMCPBench tools, but {LIVEMCPBENCH_TOOLS} is not under the data "
@@ -100,8 +103,6 @@ def load_corpus(corpus_dir, data_dir=None, reserved=None) -> MCPRiskCorpus:
     reserved-servers file, whose packages are dropped. A label whose tool cannot be found is dropped and
     listed in ``dropped``; a malformed label is a DataError naming the file and line.
     """
-    from riskrank_jax.registry import load_registry
-
     corpus_dir = Path(corpus_dir)
     labels_path = corpus_dir / "labels.jsonl"
     if not labels_path.is_file():
@@ -128,7 +129,7 @@ def load_corpus(corpus_dir, data_dir=None, reserved=None) -> MCPRiskCorpus:
             dropped.append(f"{row['server']}/{row['tool']}: labelled twice (first label kept)")
             continue
         if row["source"] == "livemcpbench":
-            live = _livemcpbench_tools(data_dir) if live is None else live
+            live = livemcpbench_tools(data_dir) if live is None else live
             tools = {t["name"]: t for t in live.get(row["server"], [])}
         else:
             tools = packaged.get(row["server"], {})
@@ -141,8 +142,6 @@ def load_corpus(corpus_dir, data_dir=None, reserved=None) -> MCPRiskCorpus:
         by_server.setdefault(row["server"], []).append((row, tool))
     if not by_server:
         raise DataError(f"{labels_path}: no labelled tool could be read")
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # name collisions across servers are expected here
         reg = load_registry([(s, {"tools": [t for _, t in rows]}) for s, rows in by_server.items()])
@@ -173,4 +172,4 @@ def server_folds(servers, k: int = 5, seed: int = 0) -> np.ndarray:
 
 
 __all__ = ["MCPRiskCorpus", "load_corpus", "server_folds", "reserved_packages", "package_name",
-           "LIVEMCPBENCH_TOOLS"]
+           "LIVEMCPBENCH_TOOLS", "livemcpbench_tools"]

@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.model.risk_head import HeadConfig, levels_from_scores, predict, train_risk_head
+from riskrank_jax.permissions import permission_mask
+from riskrank_jax.registry.permissions import permission_mask_words
+from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
 from riskrank_jax.scoring import RISK_THRESHOLD
 
 HIGH_RISK = RISK_THRESHOLD  # r >= 3 counts as high risk (as in the metrics' RVR)
@@ -65,11 +68,6 @@ def compare_sources(learned, texts, risk, floors: dict | None = None) -> dict:
     and the word rule, counting categories; the word rule's category floors), and the combination that
     `assess_risk` uses (continuous score and level).
     """
-    from riskrank_jax.permissions import permission_mask
-    from riskrank_jax.registry.permissions import permission_mask_words
-    from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS, keyword_floor
-    from riskrank_jax.model.risk_head import levels_from_scores
-
     floors = DEFAULT_KEYWORD_FLOORS if floors is None else floors
     f = np.asarray(learned, np.float64)
     words = permission_mask_words(list(texts))

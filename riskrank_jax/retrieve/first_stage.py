@@ -31,6 +31,7 @@ __all__ = ["Bm25Index", "dense_scores", "top_candidates", "candidate_full_rankin
 def _default_stemmer():
     """PyStemmer's English stemmer when it is installed, else None (bm25s then does no stemming)."""
     try:
+        # deferred: PyStemmer is optional; without it BM25 runs unstemmed
         import Stemmer  # type: ignore[import-not-found]
     except ImportError:
         return None
@@ -46,6 +47,7 @@ class Bm25Index:
     """
 
     def __init__(self, tool_texts, *, stemmer="auto"):
+        # deferred: bm25s is heavy to import; only a BM25 or hybrid first stage builds an index
         import bm25s
 
         quiet_library_loggers(names=("bm25s",))  # bm25s sets its logger to DEBUG when imported

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Iterable
 
+from tqdm.auto import tqdm
+
 
 def stderr_is_terminal() -> bool:
     """True when sys.stderr is an interactive terminal."""
@@ -31,8 +33,6 @@ def progress_bar(iterable: Iterable | None = None, *, enabled: bool = True, **tq
     never branch on whether a bar is shown.
     """
     if enabled and stderr_is_terminal() and os.environ.get("RISKRANK_PROGRESS", "1") != "0":
-        from tqdm.auto import tqdm
-
         return tqdm(iterable, file=sys.stderr, **tqdm_kwargs)
     return _NoBar(iterable)
 
