@@ -15,6 +15,8 @@ import dataclasses
 
 import numpy as np
 
+from riskrank_jax.rank.ranker import check_queries
+from riskrank_jax.retrieve.steps import request_steps
 from riskrank_jax.scoring import is_risky, rank_order
 
 
@@ -80,8 +82,6 @@ def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> l
 
 def explain_query(ranker, query: str, k: int | None = None) -> dict:
     """{"query", "config", "tools": per returned tool the stages, "held_back": risky tools held back}."""
-    from riskrank_jax.rank.ranker import check_queries
-
     check_queries([query])
     k = ranker.config.k if k is None else int(k)
     q_emb = ranker.encode_queries([query])
@@ -111,8 +111,6 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
 def _request_stages(ranker, query: str) -> dict:
     """{"server_context": whether the stage acts (on, and the ranker knows the tools' servers), "steps": the
     request's steps when the multi-step stage is on (empty: one step, or the stage is off)}."""
-    from riskrank_jax.retrieve.steps import request_steps
-
     c = ranker.config
     return {"server_context": bool(c.server_context and ranker.tool_server is not None),
             "steps": list(request_steps(query, c.max_steps)) if c.multi_step else []}

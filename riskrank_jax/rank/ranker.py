@@ -1,13 +1,20 @@
-"""One object that ranks a tool registry: ``Ranker`` (arrays + heads + graph) and its ``RankConfig``.
+"""A tool registry ready to rank: ``Ranker`` (its arrays, heads, graph and ``RankConfig``), built, saved and loaded.
 
     ranker = Ranker.from_benchmark(bench, tool_emb, encoder_id=enc.model_id, params=res.model_params(0),
                                    config=RankConfig(lam=0.1, alpha=0.2, rule_filter=True))
     ids = ranker.rank(q_emb, k=5)              # int32 [Q, 5], best first
     parts = ranker.scores(q_emb)               # ScoreParts: relevance, risk_penalty, graph, total, each [Q, N]
+    hits = ranker.rank_queries(["delete the old branch"])   # ToolHit lists, the request embedded by the encoder
     ranker.save("my_ranker")                   # orbax arrays + manifest.json
     ranker = Ranker.load("my_ranker", expect_encoder_id=enc.model_id)
 
-Scoring (the stages the experiments use: ``scoring``, ``rank.stacked``, ``graph.smoothing``)::
+A Ranker is data: the registry's arrays and its config, frozen. Ranking is ``rank.stages``: small pure stages
+(first stage, request stages, risk, graph, rule filter and top k) composed once, called with the ranker's
+``prepared`` inputs (the arrays on the device, the graph's tables, the BM25 index: ``stages.Prepared``, built when
+the ranker is built and shared by ``with_config`` copies) and its config. ``rank``, ``scores`` and
+``rank_queries`` only choose which composition of ``rank.stages`` to run.
+
+Scoring, in short (the stages' docstrings say more)::
 
     relevance   f_rel(q, t) of the head, or — zero-shot, no head — the first stage's score (cosine; BM25
                 when first_stage = "bm25"; z-scored BM25 + cosine fusion when "hybrid")
@@ -15,42 +22,45 @@ Scoring (the stages the experiments use: ``scoring``, ``rank.stacked``, ``graph.
     total       ToolGraph smoothing of the penalised scores (α > 0 and a graph), else the penalised scores
     ranking     descending total, ties to the lower tool index; then the rule filter when enabled
 
-``risk_penalty`` = λ·risk_scores and ``graph`` = total − penalised, so total = relevance − risk_penalty +
-graph up to rounding. With ``n_candidates`` only the first stage's top candidates are reranked (the others
-score −inf in ``total``; ranks beyond them follow the first stage). ``rank`` pads the query batch to a
-power-of-two bucket, so its jitted programs compile once per bucket.
+With ``n_candidates`` only the first stage's top candidates are reranked (the others score −inf in ``total``;
+ranks beyond them follow the first stage). The query batch is padded to a power-of-two bucket, so the jitted
+programs compile once per bucket.
 
-Why one object: a deployed ranker and the sweep run the same stage functions on the same arrays.
+Why data plus stages: a deployed ranker, the gateway, the integrations and the sweep's LiveMCPBench rows run the
+same stage functions on the same arrays, and nothing calls back into the object that holds them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import jraph
 import numpy as np
 
-from riskrank_jax.permissions import permission_mask
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+from riskrank_jax.encode.encoder import load_encoder, load_encoder_lazily
+from riskrank_jax.encode.sentence_config import DEFAULT_MODEL_NAME
 from riskrank_jax.errors import RankerError
-from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph, build_tool_graph
 from riskrank_jax.model import heads
-from riskrank_jax.rank import ranker_store, stacked
+from riskrank_jax.model.risk_head import RiskHead
+from riskrank_jax.permissions import permission_mask, split_identifier
+from riskrank_jax.rank import ranker_store, stages
+from riskrank_jax.rank.registry_inputs import registry_inputs, zero_shot_graph
+from riskrank_jax.rank.stages import Prepared, ScoreParts, query_bucket
+from riskrank_jax.rank.tool_hits import make_hits
+from riskrank_jax.registry import Registry, load_registry
 from riskrank_jax.registry.registry import registry_fingerprint
-from riskrank_jax.retrieve import first_stage
+from riskrank_jax.registry.risk import RiskPolicy
 from riskrank_jax.retrieve import hybrid
-from riskrank_jax.scoring import level_to_score, penalise, rank_order, top_order
+from riskrank_jax.scoring import level_to_score
 
 FIRST_STAGES = ("none", "dense", "bm25", "hybrid")
-MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
 
 
 @dataclass(frozen=True)
@@ -118,24 +128,6 @@ DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybri
                                      server_context=True)
 
 
-_CONFIG_FREE_CACHES = ("_arrays", "_prepared_graph", "_bm25", "tool_index", "registry_fingerprint")
-
-
-class ScoreParts(NamedTuple):
-    """Components of a Ranker's scores, each float32 [Q, N] (see the module docstring)."""
-
-    relevance: jax.Array
-    risk_penalty: jax.Array
-    graph: jax.Array
-    total: jax.Array
-
-
-def query_bucket(n: int) -> int:
-    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET (so one program per
-    power of two is compiled)."""
-    return max(MIN_BUCKET, 1 << math.ceil(math.log2(max(n, 1))))
-
-
 def check_queries(queries) -> None:
     """RankerError unless queries is a non-empty list of non-blank strings."""
     if not queries:
@@ -145,65 +137,6 @@ def check_queries(queries) -> None:
             raise RankerError(f"query {i + 1} is a {type(q).__name__}, not a string")
         if not q.strip():
             raise RankerError(f"query {i + 1} is empty")
-
-
-# ---------------------------------------------------------------------------------------------- pure stages
-
-
-def _penalised(arrays, q_emb, first, config: RankConfig):
-    """(relevance, risk_penalty, penalised), each [Q, N]."""
-    t_emb, risk = arrays["tool_emb"], arrays["risk_scores"]
-    rel = heads.relevance_full(arrays["params"], q_emb, t_emb) if "params" in arrays else first
-    return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
-
-
-# full pool: this jitted stage, then smoothing on the ranker's prepared graph, then a jitted ranking stage
-_penalised_stage = jax.jit(_penalised, static_argnames=("config",))
-
-
-def _rule(ranking, arrays, config: RankConfig):
-    return stacked.apply_rule_filter(ranking, arrays["risk_levels"], arrays["perm_level"], arrays["tool_emb"],
-                                      k=config.k, risk_cap=config.risk_cap, perm_cap=config.perm_cap,
-                                      sim_threshold=config.sim_threshold)
-
-
-@functools.partial(jax.jit, static_argnames=("config", "k"))
-def _full_rank(arrays, total, config: RankConfig, k: int):
-    """int32 [Q, k] from total [Q, N]: descending order, then the rule filter when enabled."""
-    ranking = rank_order(total)
-    return (_rule(ranking, arrays, config) if config.rule_filter else ranking)[:, :k]
-
-
-@jax.jit
-def _hybrid_scores(q_emb, tool_emb, bm25, weight):
-    """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
-    return hybrid.fuse(first_stage.dense_scores(q_emb, tool_emb), bm25, weight)
-
-
-@functools.partial(jax.jit, static_argnames=("config", "k"))
-def _full_rank_with_parts(arrays, rel, risk_penalty, pen, total, config: RankConfig, k: int):
-    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from the full-pool stages' [Q, N] scores."""
-    parts = ScoreParts(rel, risk_penalty, total - pen, total)
-    if config.rule_filter:
-        ids = _rule(rank_order(parts.total), arrays, config)[:, :k]
-    else:  # the first k of rank_order, without sorting all N
-        ids = top_order(parts.total, k)
-    return ids, ScoreParts(*(jnp.take_along_axis(x, ids, axis=-1) for x in parts))
-
-
-@functools.partial(jax.jit, static_argnames=("config",))
-def _candidate_stage(arrays, q_emb, first, config: RankConfig):
-    """(relevance, risk_penalty, penalised [Q, N], candidates int32 [Q, C])."""
-    rel, risk_penalty, pen = _penalised(arrays, q_emb, first, config)
-    return rel, risk_penalty, pen, first_stage.top_candidates(first, c=config.n_candidates)
-
-
-@functools.partial(jax.jit, static_argnames=("config", "k"))
-def _candidate_rank(arrays, cand_scores, cand, first, config: RankConfig, k: int):
-    order = stacked.candidate_ranking(cand_scores, cand)
-    if config.rule_filter:
-        order = _rule(order, arrays, config)
-    return first_stage.candidate_full_ranking(order, rank_order(first))[:, :k]
 
 
 # ---------------------------------------------------------------------------------------------- the Ranker
@@ -234,6 +167,8 @@ class Ranker:
     # per tool: its risk dimensions with their sources (registry.dimensions.DimensionAssessment.row), or () when
     # the levels do not come from dimensions (benchmarks, declared risks, an explicit risk head)
     risk_dimensions: tuple = ()
+    # what the stages reuse across requests (``stages.Prepared``), built from the arrays above at construction
+    prepared: Prepared | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
@@ -303,12 +238,6 @@ class Ranker:
         embedded texts are kept for the server-context stage (``server_texts``: {source: name and description};
         default: the source name's words). Rank with ``rank_queries``.
         """
-        from riskrank_jax.encode.embedding_cache import EmbeddingCache
-        from riskrank_jax.encode.encoder import load_encoder
-        from riskrank_jax.registry import Registry, load_registry
-        from riskrank_jax.rank.registry_inputs import registry_inputs, zero_shot_graph
-        from riskrank_jax.registry.risk import RiskPolicy
-        from riskrank_jax.model.risk_head import RiskHead
 
         config = DEFAULT_REGISTRY_CONFIG if config is None else config
         encoder = load_encoder() if encoder is None else encoder
@@ -328,143 +257,57 @@ class Ranker:
                            risk_dimensions=_dimension_rows(inputs.risk))
         return dataclasses.replace(ranker, encoder=encoder, **_server_arrays(reg, encoder, cache, server_texts))
 
+    def __post_init__(self):
+        if self.encoder is None and self.encoder_id == DEFAULT_MODEL_NAME:  # the embedded default, loaded when used
+            object.__setattr__(self, "encoder", load_encoder_lazily())
+        # the stages' reusable inputs, built here from this ranker's arrays (or the ``prepared`` it was given, when
+        # built from the same arrays: a ``with_config`` copy): construction, not a later change of a frozen object
+        object.__setattr__(self, "prepared", stages.prepare(self, self.prepared))
+
     def with_config(self, config: RankConfig) -> "Ranker":
-        """The same ranker with another config; the arrays on the device, the prepared graph, the BM25 index and
-        the name index do not depend on the config, so the copy shares them instead of building them again."""
-        out = dataclasses.replace(self, config=config)
-        for name in _CONFIG_FREE_CACHES:
-            if name in self.__dict__:
-                out.__dict__[name] = self.__dict__[name]
-        return out
+        """The same ranker with another config; ``prepared`` (the arrays on the device, the graph's tables, the BM25
+        index, the name index) does not depend on the config, so the copy shares it."""
+        return dataclasses.replace(self, config=config)
 
     @property
     def size(self) -> int:
         return len(self.tool_names)
 
-    @functools.cached_property
+    @property
     def registry_fingerprint(self) -> str:
         return registry_fingerprint(self.tool_names, self.tool_texts, self.risk_levels)
 
-    @functools.cached_property
+    @property
     def tool_index(self) -> dict[str, int]:
-        """tool name -> its index in this ranker's arrays (names are unique), built once."""
-        return {n: i for i, n in enumerate(self.tool_names)}
+        """tool name -> its index in this ranker's arrays (names are unique), built once with ``prepared``."""
+        return self.prepared.index
 
     # ------------------------------------------------------------------------------------ scoring
-    @functools.cached_property
-    def _arrays(self) -> dict:
-        out = {"tool_emb": self.tool_emb, "risk_scores": self.risk_scores, "risk_levels": self.risk_levels,
-               "perm_level": self.perm_level}
-        if self.params is not None:
-            out["params"] = self.params
-        return jax.device_put(out)
-
-    @functools.cached_property
-    def _prepared_graph(self) -> smoothing.PreparedGraph | None:
-        """The graph's neighbour tables and Â, built once (the graph never changes for a ranker); its bucket sums
-        in the compile-light form, as a ranker smooths a few requests at a time and compiles once per batch size."""
-        return None if self.graph is None else smoothing.prepare_graph(self.graph, unrolled=False)
-
-    def _full_stages(self, q, first):
-        """(rel, risk_penalty, penalised, total), each [B, N]: jitted scoring, then full-pool smoothing."""
-        rel, risk_penalty, pen = _penalised_stage(self._arrays, q, first, self.config)
-        total = pen
-        if self.config.alpha > 0 and self.graph is not None:
-            total = smoothing.smooth_full(pen, self._prepared_graph, self.config.alpha)
-        return rel, risk_penalty, pen, total
-
-    @functools.cached_property
-    def _bm25(self) -> first_stage.Bm25Index:
-        return first_stage.Bm25Index(list(self.tool_texts))
-
     def first_stage_scores(self, q_emb, q_texts=None) -> np.ndarray:
-        """float32 [Q, N]: the first stage's scores (cosine; BM25 or the hybrid fusion need q_texts)."""
-        return np.asarray(self._first_stage(self._query_array(q_emb), q_texts))
-
-    def _query_array(self, q_emb) -> np.ndarray:
-        q = np.asarray(q_emb, np.float32)
-        if q.ndim != 2 or q.shape[1] != self.tool_emb.shape[1]:
-            raise RankerError(f"query embeddings must be [Q, {self.tool_emb.shape[1]}], got {q.shape}")
-        return q
-
-    def _first_stage(self, q, q_texts):
-        """``first_stage_scores`` of checked q [Q, d] (host or device), then the request stages the config turns on
-        (``request_stages``: multi-step, server context)."""
-        from riskrank_jax.rank.request_stages import staged_first_stage
-
-        return staged_first_stage(self, q, q_texts, self._plain_first_stage)
-
-    def _plain_first_stage(self, q, q_texts):
-        """The first stage's scores of q [Q, d] (host or device), left where they are computed: BM25 on the host,
-        cosine and the hybrid fusion on the device."""
-        stage = self.config.first_stage
-        if stage in ("bm25", "hybrid") and (q_texts is None or len(q_texts) != q.shape[0]):
-            raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
-        if stage == "bm25":
-            return self._bm25.scores(q_texts)
-        t_emb = self._arrays["tool_emb"]  # on the device already: not copied per call
-        if stage == "hybrid":
-            return _hybrid_scores(q, t_emb, self._bm25.scores(q_texts), self.config.hybrid_weight)
-        return first_stage.dense_scores(q, t_emb)
-
-    def _inputs(self, q_emb, q_texts):
-        """(padded q_emb [B, d], padded first-stage scores [B, N], Q), on the device. When Q is a bucket size
-        already (one request) nothing is padded and the first stage's scores stay on the device."""
-        q = self._query_array(q_emb)
-        n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
-        if pad == 0:
-            q = jnp.asarray(q)
-            return q, jnp.asarray(self._first_stage(q, q_texts)), n_q
-        first = np.asarray(self._first_stage(q, q_texts))
-        return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
-
-    def _candidate_scores(self, q, first):
-        """(rel, risk_penalty, penalised [B, N], candidate scores after smoothing [B, C], candidates [B, C])."""
-        rel, risk_penalty, pen, cand = _candidate_stage(self._arrays, q, first, self.config)
-        cs = stacked.gather_candidates(pen, cand)
-        if self.config.alpha > 0 and self.graph is not None:
-            cs = smoothing.smooth_candidates(cs, np.asarray(cand), self.graph, self.config.alpha)
-        return rel, risk_penalty, pen, cs, cand
+        """float32 [Q, N]: the first stage's scores after the request stages (cosine; BM25 or the hybrid fusion
+        need q_texts)."""
+        q = stages.query_array(self.prepared, q_emb)
+        return np.asarray(stages.request_stages(self.prepared, self.config, q, q_texts, self.encode_queries))
 
     def scores(self, q_emb, q_texts=None) -> ScoreParts:
-        """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N]."""
-        q, first, n_q = self._inputs(q_emb, q_texts)
-        if self.config.n_candidates is None:
-            rel, risk_penalty, pen, total = self._full_stages(q, first)
-            parts = ScoreParts(rel, risk_penalty, total - pen, total)
-        else:
-            rel, risk_penalty, pen, cs, cand = self._candidate_scores(q, first)
-            rows = jnp.arange(cand.shape[0])[:, None]
-            total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[rows, cand].set(cs)
-            graph = jnp.zeros_like(pen).at[rows, cand].set(cs - stacked.gather_candidates(pen, cand))
-            parts = ScoreParts(rel, risk_penalty, graph, total)
-        return ScoreParts(*(x[:n_q] for x in parts))
+        """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N] (``stages.score_parts``)."""
+        return stages.score_parts(self.prepared, self.config, q_emb, q_texts, self.encode_queries)
 
-    def rank(self, q_emb, k: int | None = None, q_texts=None) -> np.ndarray:
-        """int32 [Q, k] tool ids, best first (k defaults to config.k)."""
+    def _checked_k(self, k) -> int:
         k = self.config.k if k is None else int(k)
         if not 1 <= k <= self.size:
             raise RankerError(f"k must be in 1..{self.size}, got {k}")
-        q, first, n_q = self._inputs(q_emb, q_texts)
-        if self.config.n_candidates is None:
-            ids = _full_rank(self._arrays, self._full_stages(q, first)[-1], self.config, k)
-        else:
-            _, _, _, cs, cand = self._candidate_scores(q, first)
-            ids = _candidate_rank(self._arrays, cs, cand, first, self.config, k)
-        return np.asarray(ids[:n_q])
+        return k
+
+    def rank(self, q_emb, k: int | None = None, q_texts=None) -> np.ndarray:
+        """int32 [Q, k] tool ids, best first (k defaults to config.k; ``stages.ranked``)."""
+        return stages.ranked(self.prepared, self.config, q_emb, q_texts, self._checked_k(k), self.encode_queries)
 
     def query_encoder(self):
-        """The encoder that embeds queries: the one given at construction, else the embedded default when
-        this ranker was built with it."""
-        if self.encoder is not None:
-            return self.encoder
-        from riskrank_jax.encode.encoder import load_encoder
-        from riskrank_jax.encode.sentence_config import DEFAULT_MODEL_NAME
-
-        if self.encoder_id != DEFAULT_MODEL_NAME:
+        """The encoder that embeds queries (RankerError when the ranker was built without one)."""
+        if self.encoder is None:
             raise RankerError(f"this ranker was built with encoder {self.encoder_id!r}; pass that encoder "
                               "(dataclasses.replace(ranker, encoder=load_encoder(...)))")
-        object.__setattr__(self, "encoder", load_encoder())
         return self.encoder
 
     def encode_queries(self, queries) -> np.ndarray:
@@ -482,22 +325,12 @@ class Ranker:
         relevance, risk level, risk source, rank), best first; hits scoring below ``min_score`` are left out.
         Queries are embedded without the disk cache (each call encodes them afresh), unless ``q_emb`` [Q, d]
         (``encode_queries`` of the same queries) is given: a caller that ranks one request twice encodes once."""
-        from riskrank_jax.rank.tool_hits import make_hits
-
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_queries(queries)
-        k = self.config.k if k is None else int(k)
-        if not 1 <= k <= self.size:
-            raise RankerError(f"k must be in 1..{self.size}, got {k}")
+        k = self._checked_k(k)
         q_emb = self.encode_queries(queries) if q_emb is None else q_emb
-        q, first, n_q = self._inputs(q_emb, queries)
-        if self.config.n_candidates is None:
-            ids, parts = _full_rank_with_parts(self._arrays, *self._full_stages(q, first), self.config, k)
-            ids, total, rel = (np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
-        else:
-            ids = self.rank(q_emb, k, q_texts=queries)
-            parts = self.scores(q_emb, q_texts=queries)
-            total, rel = (np.take_along_axis(np.asarray(x), ids, -1) for x in (parts.total, parts.relevance))
+        ids, total, rel = stages.ranked_with_scores(self.prepared, self.config, q_emb, queries, k,
+                                                    self.encode_queries)
         return make_hits(ids, total, rel, self.tool_names, self.risk_levels, self.risk_source, min_score)
 
     # ------------------------------------------------------------------------------------ persistence
@@ -554,8 +387,6 @@ def _server_arrays(reg, encoder, cache, server_texts) -> dict:
     """{"tool_server": int32 [N], "server_emb": float32 [M, d]} of a registry of two or more sources (a source is
     an MCP server or a file): each server embedded as ``server_texts[source]`` when given, else its name's words;
     {} for a registry of one source."""
-    from riskrank_jax.permissions import split_identifier
-    from riskrank_jax.encode.embedding_cache import embed_texts
 
     names = list(dict.fromkeys(t.source for t in reg.tools))
     if len(names) < 2:

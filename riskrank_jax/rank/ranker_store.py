@@ -17,6 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
+from riskrank_jax.encode.encoder import load_encoder_lazily
 from riskrank_jax.errors import RankerError
 
 FORMAT = "riskrank-jax/ranker"
@@ -41,6 +42,7 @@ def save(directory, tree: dict, manifest: dict, tuned_encoder: Path | None) -> P
     """Write ``tree`` to <directory>/arrays (orbax), ``manifest`` (with the format and version) to
     <directory>/manifest.json, and copy ``tuned_encoder`` to <directory>/encoder (a stale one is removed when
     there is none); returns the directory."""
+    # deferred: orbax takes about a second to import and only saving or loading a ranker needs it
     import orbax.checkpoint as ocp
 
     d = Path(directory).expanduser().resolve()
@@ -63,6 +65,7 @@ def open_saved(directory, expect_encoder_id: str | None = None, expect_registry_
 
     A ranker saved with its own tuned encoder accepts as ``expect_encoder_id`` the tuned encoder's id or the id
     of the encoder it was tuned from; the encoder comes back lazily loaded."""
+    # deferred: orbax takes about a second to import and only saving or loading a ranker needs it
     import orbax.checkpoint as ocp
 
     d = Path(directory).expanduser().resolve()
@@ -128,8 +131,6 @@ def _save_encoder_dir(src: Path | None, d: Path) -> bool:
 def _saved_encoder(d: Path, m: dict):
     """(the ranker's own encoder, loaded lazily; the id of the encoder it was tuned from), or None when the
     manifest names no encoder directory; RankerError when the directory is missing or is not that encoder."""
-    from riskrank_jax.encode.encoder import load_encoder_lazily
-
     name = m.get("encoder_dir")
     if name is None:
         return None

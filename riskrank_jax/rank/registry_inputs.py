@@ -15,8 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from riskrank_jax.registry.mcp_risk import default_model
+from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.graph.tool_graph import GraphConfig, build_tool_graph
 from riskrank_jax.model.risk_head import RiskHead
+from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk
+from riskrank_jax.registry.mcp_risk import default_model
+from riskrank_jax.registry.permissions import permission_mask_words
 from riskrank_jax.registry.registry import Registry
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
 
@@ -53,8 +57,6 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
     the specification's defaults; annotations trusted as ``policy`` says). With an explicit ``risk_head`` the
     level rule of `registry.risk.assess_risk` over that head's f_risk instead (no dimensions). A head or model
     trained for another encoder is refused."""
-    from riskrank_jax.encode.embedding_cache import embed_texts
-
     emb = embed_texts(encoder, list(registry.texts), cache)
     if risk_head is not None:
         scores, head_name = None, "none"
@@ -84,8 +86,6 @@ def assess_dimensions_risk(registry: Registry, emb, encoder_id: str, dim: int, p
     of a registry whose tool texts are embedded as emb [N, d] by ``encoder_id``, with ``risk_model`` (default
     the shipped one; none shipped: keywords and annotations only). A registry whose every tool declares its
     level needs no model (and so no particular encoder)."""
-    from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk
-
     model = risk_model or default_model()
     probs = None
     if model is not None and any(r is None for r in registry.declared_risk):  # a declared level is final
@@ -110,9 +110,6 @@ def registry_graph(tool_emb, tool_texts, risk_levels, train_gold=None):
     ``zero_shot_graph`` builds it — the permission mask from the texts, neighbours bounded — with co-occurrence
     edges from ``train_gold`` int [Q, G] (padded with -1; None: none). For a ranker whose vectors or logged
     queries change (a tuned encoder, a fitted head, server siblings)."""
-    from riskrank_jax.graph.tool_graph import build_tool_graph
-    from riskrank_jax.registry.permissions import permission_mask_words
-
     gold = np.full((1, 1), -1, np.int32) if train_gold is None else np.asarray(train_gold, np.int32)
     return build_tool_graph(np.asarray(tool_emb, np.float32), permission_mask_words(tool_texts), risk_levels, gold,
                             max_neighbours=REGISTRY_MAX_NEIGHBOURS)
@@ -128,8 +125,6 @@ def zero_shot_graph(inputs: RankingInputs, train_gold=None, config=None, *,
     by tile in O(N·m) memory (benchmarks/registry_memory.py, 50,000 tools: 0.9 GiB peak for the whole process,
     texts cached; the unbounded graph needs O(N²)); None is the paper's unbounded graph. ``progress``: a bar
     over the tiles (default: from 8,192 tools, drawn on a terminal only)."""
-    from riskrank_jax.graph.tool_graph import GraphConfig, build_tool_graph
-
     config = GraphConfig() if config is None else config
     gold = np.full((1, 1), -1, np.int32) if train_gold is None else np.asarray(train_gold, np.int32)
     return build_tool_graph(inputs.emb, inputs.perm_mask, inputs.risk.levels, gold, config,

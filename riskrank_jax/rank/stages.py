@@ -1,0 +1,338 @@
+"""The ranking pipeline of one registry: small pure stages, composed once, that every caller walks down in order.
+
+    prepared = prepare(ranker)                                    # built once per registry, reused by every config
+    ids = ranked(prepared, config, q_emb, q_texts, k, encode)     # int32 [Q, k]
+    parts = score_parts(prepared, config, q_emb, q_texts, encode)  # ScoreParts, each [Q, N]
+
+The stages, in the order a request meets them (each a function of this module):
+
+    first stage      cosine | BM25 | hybrid fusion of the request          ``first_stage_scores``   [Q, N]
+    request stages   server context, multi-step (the request's steps)      ``request_stages``       [Q, N]
+    risk             relevance (the head's f_rel, else the first stage)    ``risk_stage``           [Q, N] x 3
+                     and relevance − λ·risk
+    candidates       the first stage's top n_candidates (when set)          ``candidate_stage``      [Q, C]
+    graph            ToolGraph smoothing, full pool or candidates           ``graph_stage``          [Q, N] | [Q, C]
+    filter, top k    descending order, the rule filter, the first k         ``top_k`` / ``candidate_top_k``
+
+``Prepared`` holds what the stages reuse across requests, derived from the registry's arrays alone (never from the
+config): the arrays on the device, the graph's neighbour tables, the BM25 index. It lives beside the ``Ranker``
+(``Ranker.prepared``), built when the ranker is built and shared by ``Ranker.with_config``'s copies.
+
+Why stages as functions of (prepared, config, inputs): ``rank``, ``serve``, the integrations and the sweep's
+LiveMCPBench rows call the same functions; nothing calls back into the object that holds the arrays. The sweep's
+paper benchmarks run the same stage functions (``scoring.penalise``, ``stacked`` smoothing and rule filter,
+``scoring.rank_order``) with seeds and λ as leading axes (``experiments.evaluate``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from riskrank_jax.errors import RankerError
+from riskrank_jax.graph import smoothing
+from riskrank_jax.graph.tool_graph import ToolGraph
+from riskrank_jax.model import heads
+from riskrank_jax.rank import stacked
+from riskrank_jax.retrieve import first_stage, hybrid, servers, steps
+from riskrank_jax.scoring import penalise, rank_order, top_order
+
+MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
+
+# what embeds texts for the multi-step stage: list of str -> float32 [n, d]
+Encode = Callable[[list], np.ndarray]
+
+
+class ScoreParts(NamedTuple):
+    """Components of the scores, each float32 [Q, N] (or [Q, k] gathered at the returned tools): relevance,
+    risk_penalty = λ·risk, graph = total − penalised, total (= relevance − risk_penalty + graph up to rounding)."""
+
+    relevance: jax.Array
+    risk_penalty: jax.Array
+    graph: jax.Array
+    total: jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """What the stages reuse across requests, derived once from a registry's arrays (not from its config).
+
+    device: {"tool_emb" [N, d], "risk_scores" [N], "risk_levels" [N], "perm_level" [N], "params" (when a head)}
+    on the device; graph / graph_tables: the ToolGraph and its neighbour tables and Â (None without a graph);
+    bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
+    tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
+    unknown); index: tool name -> its index (names are unique); source: the arrays it was built from (a ranker whose arrays are other objects builds anew)."""
+
+    device: dict
+    graph: ToolGraph | None
+    graph_tables: smoothing.PreparedGraph | None
+    bm25: first_stage.Bm25Index | None
+    tool_server: np.ndarray | None
+    server_emb: np.ndarray | None
+    index: dict
+    source: tuple
+
+    @property
+    def dim(self) -> int:
+        return int(self.device["tool_emb"].shape[1])
+
+
+def _source(r) -> tuple:
+    return (r.tool_names, r.tool_texts, r.tool_emb, r.risk_scores, r.risk_levels, r.perm_level, r.params, r.graph, r.tool_server,
+            r.server_emb)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def needs_bm25(config) -> bool:
+    return config.first_stage in ("bm25", "hybrid")
+
+
+def prepare(r, previous: Prepared | None = None) -> Prepared:
+    """The Prepared of a ranker's arrays ``r`` (tool_names, tool_texts, tool_emb, risk_scores, risk_levels, perm_level,
+    params, graph, tool_server, server_emb) for ``r.config``: ``previous`` as it is when built from the same arrays
+    and holding what the config needs; with the BM25 index added when the config needs it; else built anew."""
+    source = _source(r)
+    if previous is not None and _same(previous.source, source):
+        if previous.bm25 is not None or not needs_bm25(r.config):
+            return previous
+        return Prepared(previous.device, previous.graph, previous.graph_tables,
+                        first_stage.Bm25Index(list(r.tool_texts)), previous.tool_server, previous.server_emb,
+                        previous.index, source)
+    device = {"tool_emb": r.tool_emb, "risk_scores": r.risk_scores, "risk_levels": r.risk_levels,
+              "perm_level": r.perm_level}
+    if r.params is not None:
+        device["params"] = r.params
+    # the compile-light bucket sums: a ranker smooths a few requests at a time and compiles once per batch size
+    tables = None if r.graph is None else smoothing.prepare_graph(r.graph, unrolled=False)
+    bm25 = first_stage.Bm25Index(list(r.tool_texts)) if needs_bm25(r.config) else None
+    index = {n: i for i, n in enumerate(r.tool_names)}
+    return Prepared(jax.device_put(device), r.graph, tables, bm25, r.tool_server, r.server_emb, index, source)
+
+
+def query_bucket(n: int) -> int:
+    """Padded batch size for n queries: the next power of two, at least MIN_BUCKET (so one program per
+    power of two is compiled)."""
+    return max(MIN_BUCKET, 1 << math.ceil(math.log2(max(n, 1))))
+
+
+# ---------------------------------------------------------------------------------------------- first stage
+
+
+@jax.jit
+def _hybrid_scores(q_emb, tool_emb, bm25, weight):
+    """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
+    return hybrid.fuse(first_stage.dense_scores(q_emb, tool_emb), bm25, weight)
+
+
+def first_stage_scores(p: Prepared, config, q, q_texts):
+    """The first stage's scores [Q, N] of q [Q, d] (texts q_texts), left where they are computed: BM25 on the
+    host, cosine and the hybrid fusion on the device."""
+    stage = config.first_stage
+    if needs_bm25(config) and (q_texts is None or len(q_texts) != q.shape[0]):
+        raise RankerError(f"first_stage {stage!r} needs q_texts, one per query embedding")
+    if needs_bm25(config) and p.bm25 is None:
+        raise RankerError(f"first_stage {stage!r} needs the BM25 index: change a ranker's config with with_config")
+    if stage == "bm25":
+        return p.bm25.scores(q_texts)
+    t_emb = p.device["tool_emb"]  # on the device already: not copied per call
+    if stage == "hybrid":
+        return _hybrid_scores(q, t_emb, p.bm25.scores(q_texts), config.hybrid_weight)
+    return first_stage.dense_scores(q, t_emb)
+
+
+# ---------------------------------------------------------------------------------------------- request stages
+
+
+def server_context_stage(p: Prepared, config, q, scores):
+    """``scores`` [Q, N] with the server evidence of q [Q, d] (``retrieve.servers.server_context``) when the config
+    asks for it and the tools' servers are known; else ``scores`` unchanged."""
+    if not config.server_context or p.tool_server is None:
+        return scores
+    return servers.server_context(scores, first_stage.dense_scores(q, p.server_emb), p.tool_server,
+                                  config.server_weight, config.sibling_weight)
+
+
+def _scored(p: Prepared, config, q, q_texts):
+    return server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts))
+
+
+def request_stages(p: Prepared, config, q, q_texts, encode: Encode):
+    """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, and with
+    multi_step the request's paths as words, its steps (``retrieve.steps.pack_steps``) embedded by ``encode`` and
+    scored the same way, the best step's z-score added (``retrieve.steps.fuse_steps``). Splitting a request is text
+    work on the host, so this stage is not jitted; what follows is."""
+    if not config.multi_step:
+        return _scored(p, config, q, q_texts)
+    if q_texts is None or len(q_texts) != q.shape[0]:
+        raise RankerError("multi_step needs the query texts, one per query embedding")
+    whole_texts = [steps.normalise_paths(t) for t in q_texts]
+    changed = [i for i, (a, b) in enumerate(zip(whole_texts, q_texts)) if a != b]
+    flat, index = steps.pack_steps(q_texts, config.max_steps)
+    new = [whole_texts[i] for i in changed] + flat
+    emb = encode(new) if new else np.zeros((0, q.shape[1]), np.float32)
+    whole_q = np.array(q, np.float32)
+    whole_q[changed] = emb[:len(changed)]
+    whole = _scored(p, config, whole_q, whole_texts)
+    if not flat:
+        return whole
+    # steps padded to a power of two (repeating the last) and the index to max_steps columns, so the jitted
+    # stages compile once per bucket, not once per number of steps
+    pad = query_bucket(len(flat)) - len(flat)
+    step_q = np.concatenate([emb[len(changed):], np.repeat(emb[-1:], pad, axis=0)])
+    index = np.pad(index, ((0, 0), (0, config.max_steps - index.shape[1])), constant_values=-1)
+    return steps.fuse_steps(whole, _scored(p, config, step_q, flat + flat[-1:] * pad), index, config.step_weight)
+
+
+def query_array(p: Prepared, q_emb) -> np.ndarray:
+    """q_emb as float32 [Q, d]; RankerError unless its width is the registry's."""
+    q = np.asarray(q_emb, np.float32)
+    if q.ndim != 2 or q.shape[1] != p.dim:
+        raise RankerError(f"query embeddings must be [Q, {p.dim}], got {q.shape}")
+    return q
+
+
+def stage_inputs(p: Prepared, config, q_emb, q_texts, encode: Encode):
+    """(q [B, d], request-staged first-stage scores [B, N], Q) on the device, padded to the query bucket B. When Q
+    is a bucket size already (one request) nothing is padded and the first stage's scores stay on the device."""
+    q = query_array(p, q_emb)
+    n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
+    if pad == 0:
+        q = jnp.asarray(q)
+        return q, jnp.asarray(request_stages(p, config, q, q_texts, encode)), n_q
+    first = np.asarray(request_stages(p, config, q, q_texts, encode))
+    return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
+
+
+# ---------------------------------------------------------------------------------------------- risk, graph
+
+
+def _risk(device, q_emb, first, config):
+    """(relevance, risk_penalty, penalised), each [Q, N]."""
+    t_emb, risk = device["tool_emb"], device["risk_scores"]
+    rel = heads.relevance_full(device["params"], q_emb, t_emb) if "params" in device else first
+    return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
+
+
+risk_stage = jax.jit(_risk, static_argnames=("config",))
+risk_stage.__doc__ = "(relevance, risk_penalty, penalised), each [Q, N], of q [Q, d] and first-stage scores [Q, N]."
+
+
+def graph_stage(p: Prepared, config, pen):
+    """Total scores [Q, N]: the ToolGraph smoothing of penalised [Q, N] over the full pool (α > 0 and a graph),
+    else the penalised scores."""
+    if config.alpha > 0 and p.graph is not None:
+        return smoothing.smooth_full(pen, p.graph_tables, config.alpha)
+    return pen
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _candidates(device, q_emb, first, config):
+    rel, risk_penalty, pen = _risk(device, q_emb, first, config)
+    return rel, risk_penalty, pen, first_stage.top_candidates(first, c=config.n_candidates)
+
+
+def candidate_stage(p: Prepared, config, q, first):
+    """(relevance, risk_penalty, penalised [B, N], candidate scores after the graph [B, C], candidates [B, C]):
+    the risk stage, the first stage's top n_candidates, then the graph over the candidates."""
+    rel, risk_penalty, pen, cand = _candidates(p.device, q, first, config)
+    cs = stacked.gather_candidates(pen, cand)
+    if config.alpha > 0 and p.graph is not None:
+        cs = smoothing.smooth_candidates(cs, np.asarray(cand), p.graph, config.alpha)
+    return rel, risk_penalty, pen, cs, cand
+
+
+# ---------------------------------------------------------------------------------------------- filter, top k
+
+
+def _rule(ranking, device, config):
+    return stacked.apply_rule_filter(ranking, device["risk_levels"], device["perm_level"], device["tool_emb"],
+                                     k=config.k, risk_cap=config.risk_cap, perm_cap=config.perm_cap,
+                                     sim_threshold=config.sim_threshold)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def top_k(device, total, config, k: int):
+    """int32 [Q, k] from total [Q, N]: descending order (ties to the lower index), the rule filter when enabled,
+    the first k."""
+    ranking = rank_order(total)
+    return (_rule(ranking, device, config) if config.rule_filter else ranking)[:, :k]
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def top_k_with_parts(device, rel, risk_penalty, pen, total, config, k: int):
+    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from the full-pool stages' [Q, N] scores."""
+    parts = ScoreParts(rel, risk_penalty, total - pen, total)
+    if config.rule_filter:
+        ids = _rule(rank_order(parts.total), device, config)[:, :k]
+    else:  # the first k of rank_order, without sorting all N
+        ids = top_order(parts.total, k)
+    return ids, ScoreParts(*(jnp.take_along_axis(x, ids, axis=-1) for x in parts))
+
+
+@functools.partial(jax.jit, static_argnames=("config", "k"))
+def candidate_top_k(device, cand_scores, cand, first, config, k: int):
+    """int32 [Q, k]: the candidates by their scores [Q, C], the rule filter when enabled, then the tools beyond
+    the candidates in the first stage's order [Q, N]; the first k."""
+    order = stacked.candidate_ranking(cand_scores, cand)
+    if config.rule_filter:
+        order = _rule(order, device, config)
+    return first_stage.candidate_full_ranking(order, rank_order(first))[:, :k]
+
+
+# ---------------------------------------------------------------------------------------------- the composition
+
+
+def score_parts(p: Prepared, config, q_emb, q_texts, encode: Encode) -> ScoreParts:
+    """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25, hybrid and multi-step), each [Q, N]; with
+    n_candidates the tools beyond the candidates score −inf in total and 0 in graph."""
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    if config.n_candidates is None:
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
+        total = graph_stage(p, config, pen)
+        parts = ScoreParts(rel, risk_penalty, total - pen, total)
+    else:
+        rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first)
+        rows = jnp.arange(cand.shape[0])[:, None]
+        total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[rows, cand].set(cs)
+        graph = jnp.zeros_like(pen).at[rows, cand].set(cs - stacked.gather_candidates(pen, cand))
+        parts = ScoreParts(rel, risk_penalty, graph, total)
+    return ScoreParts(*(x[:n_q] for x in parts))
+
+
+def ranked(p: Prepared, config, q_emb, q_texts, k: int, encode: Encode) -> np.ndarray:
+    """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    if config.n_candidates is None:
+        _, _, pen = risk_stage(p.device, q, first, config)
+        ids = top_k(p.device, graph_stage(p, config, pen), config, k)
+    else:
+        _, _, _, cs, cand = candidate_stage(p, config, q, first)
+        ids = candidate_top_k(p.device, cs, cand, first, config, k)
+    return np.asarray(ids[:n_q])
+
+
+def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encode: Encode):
+    """(ids int32 [Q, k], total [Q, k], relevance [Q, k]) as numpy: ``ranked`` and the scores of the tools it
+    returns, from one walk down the stages (with n_candidates: the ranking's and the full scores' walks)."""
+    if config.n_candidates is not None:
+        ids = ranked(p, config, q_emb, q_texts, k, encode)
+        parts = score_parts(p, config, q_emb, q_texts, encode)
+        return (ids, *(np.take_along_axis(np.asarray(x), ids, -1) for x in (parts.total, parts.relevance)))
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
+    ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
+    return tuple(np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
+
+
+__all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "first_stage_scores", "request_stages",
+           "server_context_stage", "stage_inputs", "risk_stage", "graph_stage", "candidate_stage", "top_k",
+           "top_k_with_parts", "candidate_top_k", "score_parts", "ranked", "ranked_with_scores", "needs_bm25"]
