@@ -54,6 +54,11 @@ def _calls(path: Path) -> list[dict]:
      "not in mcpServers"),
     ('{\n "mcpServers": {"a": {"command": "x"}},\n "registries": ["missing.json"]\n}', 1, "no such file"),
     ('{\n "mcpservers": {}\n}', 1, "unknown key(s) mcpservers"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "runtime": {\n  "expose": "all"\n }\n}', 3, "runtime.expose"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "http": {\n  "address": "nonsense"\n }\n}', 3, "HOST:PORT"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "rank": {\n  "lam": 0.3\n }\n}', 3, "rank: unknown key(s) lam"),
+    ('{\n "mcpServers": {"a": {"command": "x"}},\n "rank": {\n  "trust_annotations": 1\n }\n}', 3,
+     "rank.trust_annotations must be true or false"),
     ('{\n "mcpServers": {}\n}', 1, "nothing to serve"),
     ('[1, 2]', 1, "JSON object"),
 ])
@@ -427,14 +432,16 @@ def encoder():
     return load_encoder()
 
 
-def _in_process(config, options, encoder, body):
-    """Run ``body(client)`` against a Gateway served in this process (the SDK's in-memory transport)."""
+def _in_process(settings, leaves, encoder, body):
+    """Run ``body(client)`` against a Gateway served in this process (the SDK's in-memory transport), on
+    ``settings`` with ``leaves`` ({"section.key": value}) set."""
     from mcp import Client
 
+    from riskrank_jax.serve.config import with_leaves
     from riskrank_jax.serve.gateway import Gateway
 
     async def run():
-        gw = Gateway(config, options, encoder=encoder)
+        gw = Gateway(with_leaves(settings, leaves), encoder=encoder)
         async with anyio.create_task_group() as tg:
             tg.start_soon(gw.start)
             async with Client(gw.mcp_server(), read_timeout_seconds=180) as client:
@@ -446,11 +453,11 @@ def _in_process(config, options, encoder, body):
 
 
 def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder):
-    from riskrank_jax.serve.config import GatewayConfig
-    from riskrank_jax.serve.gateway import GatewayOptions
+    from riskrank_jax.serve.config import GatewaySettings
 
-    config = GatewayConfig(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
-    options = GatewayOptions(tool_references=True, cache_dir=str(tmp_path), state_dir=str(tmp_path / "state"))
+    config = GatewaySettings(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
+    options = {"runtime.tool_references": True, "runtime.cache_dir": str(tmp_path),
+               "runtime.state_dir": str(tmp_path / "state")}
 
     async def body(client):
         found = await client.call_tool("search_tools", {"query": "read a file from the workspace", "k": 3})
@@ -471,15 +478,16 @@ def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder
 
 def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encoder):
     from riskrank_jax.serve.config import read_config
-    from riskrank_jax.serve.gateway import GatewayOptions
 
     calls = tmp_path / "calls.jsonl"
     doc = config_for(sys.executable, str(calls))
     doc["mcpServers"] = {"files": doc["mcpServers"]["files"]}
     doc["policy"]["trusted_servers"] = ["files"]
+    doc["runtime"] = {"expose": "filtered", "audit_log": "audit.jsonl"}  # relative to the config file
     (tmp_path / "servers.json").write_text(json.dumps(doc))
     config = read_config(tmp_path / "servers.json")
-    options = GatewayOptions(expose="filtered", cache_dir=str(tmp_path), state_dir=str(tmp_path / "state"), audit_log=str(tmp_path / "audit.jsonl"))
+    assert config.runtime.audit_log == str(tmp_path / "audit.jsonl")
+    options = {"runtime.cache_dir": str(tmp_path), "runtime.state_dir": str(tmp_path / "state")}
 
     async def body(client):
         listed = [t.name for t in (await client.list_tools()).tools]
@@ -498,8 +506,7 @@ def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encod
 def test_model_dir_is_served_while_its_tools_match(tmp_path, encoder, capfd):
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.rank.ranker import RankConfig, Ranker
-    from riskrank_jax.serve.config import GatewayConfig
-    from riskrank_jax.serve.gateway import GatewayOptions
+    from riskrank_jax.serve.config import GatewaySettings
 
     mcp = str(ROOT / "examples" / "mcp_tools.json")
     saved = Ranker.from_registry([mcp], encoder=encoder, cache=EmbeddingCache(tmp_path))
@@ -508,13 +515,14 @@ def test_model_dir_is_served_while_its_tools_match(tmp_path, encoder, capfd):
     async def body(client):
         return await client.call_tool("search_tools", {"query": "read a file", "k": 3})
 
-    options = GatewayOptions(cache_dir=str(tmp_path), model=str(tmp_path / "model"), state_dir=str(tmp_path / "st"))
-    found, gw = _in_process(GatewayConfig(registries=(mcp,)), options, encoder, body)
+    options = {"runtime.cache_dir": str(tmp_path), "rank.model": str(tmp_path / "model"),
+               "runtime.state_dir": str(tmp_path / "st")}
+    found, gw = _in_process(GatewaySettings(registries=(mcp,)), options, encoder, body)
     assert not found.is_error and gw.catalog.ranker.config.lam == 0.25  # the saved ranker's own config
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"tools": [{"name": "read_file", "description": "Read a file."},
                                            {"name": "drop_db", "description": "Drop the production database."}]}))
-    found, gw = _in_process(GatewayConfig(registries=(str(other),)), options, encoder, body)
+    found, gw = _in_process(GatewaySettings(registries=(str(other),)), options, encoder, body)
     assert not found.is_error and gw.catalog.ranker.config.lam != 0.25  # zero-shot: the tools differ
     assert "fitted to other tools" in capfd.readouterr().err
 
@@ -523,7 +531,6 @@ def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
     """A server reached with the initialize handshake ("protocol": "legacy"): list_changed arrives as a
     notification through the message handler, liveness by ping."""
     from riskrank_jax.serve.config import read_config
-    from riskrank_jax.serve.gateway import GatewayOptions
 
     calls = tmp_path / "calls.jsonl"
     doc = config_for(sys.executable, str(calls))
@@ -544,7 +551,8 @@ def test_older_protocol_downstream_lists_changes_and_serves(tmp_path, encoder):
                 names = [t["name"] for t in found.structured_content["tools"]]
         return status, names
 
-    (status, names), _ = _in_process(config, GatewayOptions(cache_dir=str(tmp_path), state_dir=str(tmp_path / "state")), encoder, body)
+    (status, names), _ = _in_process(config, {"runtime.cache_dir": str(tmp_path),
+                                               "runtime.state_dir": str(tmp_path / "state")}, encoder, body)
     assert status["state"] == "up" and status["protocol"] < "2026"
     assert "files.get_forecast" in names
 
@@ -553,7 +561,6 @@ def test_quarantine_holds_a_new_servers_tools_until_a_person_accepts_them(tmp_pa
     """policy.quarantine_new_servers: every tool seen for the first time asks (here: refused, the in-memory
     client cannot be asked) until `riskrank-jax pins accept` — run as a person would, beside the gateway."""
     from riskrank_jax.serve.config import read_config
-    from riskrank_jax.serve.gateway import GatewayOptions
 
     calls = tmp_path / "calls.jsonl"
     doc = config_for(sys.executable, str(calls))
@@ -561,7 +568,7 @@ def test_quarantine_holds_a_new_servers_tools_until_a_person_accepts_them(tmp_pa
     doc["policy"] = {"trusted_servers": ["files"], "quarantine_new_servers": True}
     (tmp_path / "servers.json").write_text(json.dumps(doc))
     state = tmp_path / "state"
-    options = GatewayOptions(cache_dir=str(tmp_path), state_dir=str(state))
+    options = {"runtime.cache_dir": str(tmp_path), "runtime.state_dir": str(state)}
 
     async def body(client):
         found = await client.call_tool("search_tools", {"query": "read the file notes.txt", "k": 2})

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from riskrank_jax.serve.config import GatewayConfig
-from riskrank_jax.serve.gateway import Gated, Gateway, GatewayOptions, build_catalog, catalog_state, search
+from riskrank_jax.serve.catalog import build_catalog, catalog_state, search
+from riskrank_jax.serve.config import GatewaySettings, RankSettings, RuntimeSettings
+from riskrank_jax.serve.gateway import Gated, Gateway
 from riskrank_jax.serve.policy import Policy, decide_call
 
 
@@ -36,12 +37,12 @@ def catalog(tmp_path_factory):
     from riskrank_jax.encode.encoder import load_encoder
 
     cache = EmbeddingCache(tmp_path_factory.mktemp("cache"))
-    return build_catalog(SERVERS, [], GatewayOptions(), load_encoder(), cache, trusted_servers=("notes",))
+    return build_catalog(SERVERS, [], RankSettings(), load_encoder(), cache, trusted_servers=("notes",))
 
 
 def _gateway(catalog, tmp_path, policy=Policy()):
-    gw = Gateway(GatewayConfig(policy=policy), GatewayOptions(audit_log=str(tmp_path / "audit.jsonl"),
-                                                              state_dir=str(tmp_path / "state")))
+    gw = Gateway(GatewaySettings(policy=policy, runtime=RuntimeSettings(audit_log=str(tmp_path / "audit.jsonl"),
+                                                                        state_dir=str(tmp_path / "state"))))
     gw.catalog = catalog
     return gw
 
@@ -64,6 +65,26 @@ def test_sql_calls_are_decided_by_their_statement_and_the_audit_names_the_rule(c
     assert line["rule"] == "sql: DELETE is not read-only"
     assert "execution (sql: DELETE is not read-only)" in line["dimensions"]
     assert "DELETE" not in json.dumps({k: v for k, v in line.items() if k not in ("rule", "dimensions", "reason")})
+
+
+def test_the_audit_line_records_the_dimensions_the_decision_was_made_on(catalog, tmp_path, monkeypatch):
+    """The call's dimension row is computed once, by decide_call (the argument rule judges the statement once),
+    carried in the Decision and recorded as it is."""
+    from riskrank_jax.registry.dimensions import describe
+    from riskrank_jax.serve import policy as policy_module
+
+    judged = []
+    judge = policy_module.judge_arguments
+    monkeypatch.setattr(policy_module, "judge_arguments", lambda rule, args: judged.append(rule) or judge(rule, args))
+    gw = _gateway(catalog, tmp_path)
+    args = {"sql": "DELETE FROM customers"}
+    gated = gw.gate("postgres.query", args)
+    gw.record(gated, "postgres.query", args, "refused", gated.decision.reason)
+    assert judged == ["sql:sql"]
+    line = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+    assert gated.decision.dimensions["execution"] == {"value": True, "source": "sql: DELETE is not read-only"}
+    assert line["dimensions"] == describe(gated.decision.dimensions)
+    assert gw.gate("postgres.query", None).decision.dimensions is None  # no call: no call dimensions
 
 
 def test_a_sink_that_passes_asks_once_untrusted_content_has_answered(catalog, tmp_path):
@@ -96,7 +117,7 @@ def test_search_results_and_refusals_show_dimensions_and_sources(catalog, tmp_pa
 
 
 def test_one_servers_unreadable_tool_list_is_left_out_alone():
-    from riskrank_jax.serve.gateway import readable_servers
+    from riskrank_jax.serve.catalog import readable_servers
 
     bad = [{"name": "dup", "description": "x"}, {"name": "dup", "description": "y"}]  # never past vet_tools
     ok, left_out = readable_servers([SERVERS[0], ("broken", bad), SERVERS[1]])

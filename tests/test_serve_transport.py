@@ -232,7 +232,7 @@ def test_real_mcp_app_on_127_0_0_2_is_guarded_where_the_sdk_is_not():
 
 def test_cli_needs_a_token_beyond_exactly_127_0_0_1_and_a_private_token_file(tmp_path):
     from riskrank_jax.cli.main import cli
-    from riskrank_jax.cli.serve import _http_settings, read_token
+    from riskrank_jax.cli.serve import read_token
 
     cfg = tmp_path / "servers.json"
     cfg.write_text(json.dumps({"mcpServers": {"a": {"command": "python"}}}))
@@ -256,7 +256,12 @@ def test_cli_needs_a_token_beyond_exactly_127_0_0_1_and_a_private_token_file(tmp
     with pytest.raises(ConfigError, match="mode 0620"):
         read_token(token)
     token.chmod(0o600)
-    assert _http_settings("127.0.0.2:8931", str(token)) == ("127.0.0.2", 8931, TOKEN)
+    r = runner.invoke(cli, ["serve", "--config", str(cfg), "--http", "127.0.0.2:8931", "--token-file", str(token),
+                            "--show-config"])
+    assert r.exit_code == 0 and TOKEN not in r.output, r.output
+    http = json.loads(r.output)["http"]
+    assert http["address"] == "127.0.0.2:8931" and http["token_file"] == str(token)
+    assert http["token"].startswith("set") and "--token-file" in http["token"]
     link = tmp_path / "link"
     link.symlink_to(token)  # a symlink is followed (as Kubernetes mounts secrets); the file itself is checked
     assert read_token(link) == TOKEN

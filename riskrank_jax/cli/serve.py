@@ -1,37 +1,35 @@
 """`riskrank-jax serve`: run the risk-aware MCP gateway (riskrank_jax/serve) over stdio or streamable HTTP.
 
+Its settings are one tree (`serve.config.GatewaySettings`): read from --config, then each flag sets the one leaf
+it spells (FLAG_LEAVES; a flag given wins over the file), and FILE... are added to the registries.
+``--show-config`` prints the resolved tree (secrets hidden) and exits.
+
 Why a thin shell: the gateway is a library object (`serve.gateway.Gateway`); this module only reads options.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import warnings
 from pathlib import Path
 
+import anyio
 import click
 
 from riskrank_jax.cli.options import cache_dir_option, encoder_option, risk_head_option, trust_annotations_option
 from riskrank_jax.cli.pins import state_dir_option
 from riskrank_jax.errors import ConfigError
 
-NO_TOKEN_HOSTS = ("127.0.0.1", "::1", "localhost")  # exactly these: another loopback address needs a token too
 TOKEN_MIN_CHARS = 16
-
-
-def parse_host_port(text: str) -> tuple[str, int]:
-    """"HOST:PORT" (IPv6 as "[::1]:PORT") -> (host, port); click.BadParameter otherwise."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:8931), got {text!r}")
-    return host.strip("[]"), int(port)
-
-
-def needs_token(host: str) -> bool:
-    """Whether serving HTTP on ``host`` needs --token-file: every address but exactly 127.0.0.1, ::1 and
-    localhost (127.0.0.2, 127.1 or a wildcard reach further, or are easy to mistake for one that does not)."""
-    return host not in NO_TOKEN_HOSTS
+FLAG_LEAVES = {  # each flag of `serve` and the leaf of serve.config.GatewaySettings it sets
+    "--http": "http.address", "--token-file": "http.token_file", "--allowed-host": "http.allowed_hosts",
+    "--allowed-origin": "http.allowed_origins", "--expose": "runtime.expose",
+    "--tool-references": "runtime.tool_references", "--audit-log": "runtime.audit_log",
+    "--state-dir": "runtime.state_dir", "--cache-dir": "runtime.cache_dir", "--allow-level": "policy.allow_level",
+    "--model": "rank.model", "--risk-head": "rank.risk_head", "--encoder": "rank.encoder",
+    "--trust-annotations": "rank.trust_annotations"}
 
 
 def read_token(path) -> str:
@@ -88,13 +86,17 @@ def _http_options(command):
 @click.command("serve")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries", "policy" and '
-                   '"limits" (timeouts, restart backoff, caps).')
+              help='mcpServers JSON (as Claude Desktop / Cursor use), with optional "registries", "policy", '
+                   '"limits" (timeouts, restart backoff, caps), "rank", "http" and "runtime" (docs/serve.md); '
+                   'each flag below overrides the one setting it names.')
+@click.option("--show-config", is_flag=True,
+              help="Print the resolved settings as JSON (the config, then the flags; secrets hidden) and exit "
+                   "without starting any server.")
 @_http_options
-@click.option("--expose", type=click.Choice(["search", "filtered"]), default="search", show_default=True,
-              help="search: search_tools + call_tool + list_servers; filtered: the downstream tools themselves, "
-                   "minus those above the policy's allow_level.")
-@click.option("--tool-references", is_flag=True,
+@click.option("--expose", type=click.Choice(["search", "filtered"]), default=None,
+              help="search (default): search_tools + call_tool + list_servers; filtered: the downstream tools "
+                   "themselves, minus those above the policy's allow_level.")
+@click.option("--tool-references", is_flag=True, default=None,
               help='search_tools also returns Anthropic {"type": "tool_reference", "tool_name": ...} blocks.')
 @click.option("--audit-log", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Append one JSON line per call decision (never argument values), flushed before forwarding.")
@@ -107,9 +109,7 @@ def _http_options(command):
 @risk_head_option
 @cache_dir_option
 @encoder_option
-def serve_command(files, config_path, http, token_file, allowed_hosts, allowed_origins, expose, tool_references,
-                  audit_log, allow_level, model,
-                  state_dir, trust_annotations, risk_head, cache_dir, encoder):
+def serve_command(files, config_path, show_config, **flags):
     """Run a risk-aware MCP gateway in front of your MCP servers (--config) and tool files (FILE...).
 
     Agents connect to it as to any MCP server. It lists every downstream server's tools, assesses each
@@ -117,70 +117,90 @@ def serve_command(files, config_path, http, token_file, allowed_hosts, allowed_o
     tools held back and why), call_tool (forwarded to the owning server, gated by the policy) and
     list_servers. See docs/serve.md.
     """
-    import functools
+    # deferred: serve.config loads jax (through riskrank_jax.registry); every other command imports this module
+    from riskrank_jax.serve.config import settings_view
 
-    import anyio
+    settings, spell = _settings(config_path, files, flags)
+    token = None if settings.http.token_file is None else read_token(settings.http.token_file)
+    if show_config:
+        click.echo(json.dumps(settings_view(settings, spell("http.token_file")), indent=2))
+        return
+    # deferred: the gateway loads the MCP SDK and the ranker, which --show-config does not need
+    from riskrank_jax.serve.gateway import Gateway
 
-    config = _gateway_config(config_path, files, allow_level)
-    host, port, token = _http_settings(http, token_file, allowed_hosts, allowed_origins)  # before the gateway loads
-
-    from riskrank_jax.serve.gateway import Gateway, GatewayOptions
-
-    options = GatewayOptions(expose=expose, tool_references=tool_references, audit_log=audit_log,
-                             cache_dir=cache_dir, encoder=encoder, risk_head=risk_head, model=model,
-                             trust_annotations=trust_annotations, state_dir=state_dir)
-    gateway = Gateway(config, options)
+    gateway = Gateway(settings)
     try:
-        if http is None:
+        if settings.http.address is None:
             anyio.run(gateway.serve_stdio)
         else:
-            anyio.run(functools.partial(gateway.serve_http, host, port, token, allowed_hosts=allowed_hosts,
-                                        allowed_origins=allowed_origins))
+            anyio.run(gateway.serve_http, token)
     except KeyboardInterrupt:
         pass
 
 
-def _gateway_config(config_path, files, allow_level):
-    """The GatewayConfig of --config (if any) plus FILE... and --allow-level; registry files are read here, so
-    a bad one fails before anything starts."""
-    import dataclasses
-
+def _settings(config_path, files, flags):
+    """(the gateway's settings, spell): --config (if any), then each flag given (FLAG_LEAVES), then FILE...
+    added to the registries; checked, and the registry files read, before anything starts. spell(leaf): how
+    the user set it ("--flag", or the config key when the file set it)."""
+    # deferred: serve.config and registry load jax; every other command imports this module
     from riskrank_jax.registry import load_registry
-    from riskrank_jax.serve.config import GatewayConfig, read_config
+    from riskrank_jax.serve.config import GatewaySettings, read_config, with_leaves
 
     if config_path is None and not files:
         raise click.UsageError("give --config FILE (downstream MCP servers) or registry FILE..., or both")
-    config = read_config(config_path) if config_path else GatewayConfig()
-    config = dataclasses.replace(config, registries=config.registries + tuple(str(Path(f).resolve()) for f in files))
-    if allow_level is not None:
-        config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, allow_level=allow_level))
-    if config.registries:
+    from_file = read_config(config_path) if config_path else GatewaySettings()
+    spelling = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.opts[0] in FLAG_LEAVES}
+    given = {FLAG_LEAVES[spelling[name]]: value for name, value in flags.items()
+             if name in spelling and value not in (None, False, ())}
+    settings = with_leaves(from_file, {**given, "registries": from_file.registries
+                                       + tuple(str(Path(f).resolve()) for f in files)})
+    flag_of = {leaf: flag for flag, leaf in FLAG_LEAVES.items()}
+
+    def spell(leaf: str) -> str:
+        if leaf in given or _leaf(from_file, leaf) == _leaf(GatewaySettings(), leaf):
+            return flag_of[leaf]
+        return f'"{leaf}" of {config_path}'
+
+    _check_http(settings, spell)
+    if settings.registries:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            load_registry(list(config.registries))
-    return config
+            load_registry(list(settings.registries))
+    return settings, spell
 
 
-def _http_settings(http, token_file, allowed_hosts=(), allowed_origins=()):
-    """(host, port, token) of --http and --token-file (None, None, None for stdio); usage errors otherwise,
-    also for --allowed-host / --allowed-origin values the guard cannot read."""
+def _leaf(settings, leaf: str):
+    section, _, key = leaf.partition(".")
+    return getattr(getattr(settings, section), key)
+
+
+def _check_http(settings, spell) -> None:
+    """Usage errors for HTTP settings that cannot serve, naming each leaf as the user spelled it: a token file
+    or allowed hosts / origins without an address, an address that is not HOST:PORT, an address beyond exactly
+    127.0.0.1, ::1 and localhost without a token file, allowed hosts / origins the guard cannot read."""
+    # deferred: serve.config loads jax, serve.http_guard the MCP SDK; every other command imports this module
+    from riskrank_jax.serve.config import host_port, needs_token
     from riskrank_jax.serve.http_guard import HttpGuard
 
-    if http is None:
-        for given, option in ((token_file, "--token-file"), (allowed_hosts, "--allowed-host"),
-                              (allowed_origins, "--allowed-origin")):
-            if given:
-                raise click.UsageError(f"{option} is for --http; stdio needs none")
-        return None, None, None
-    host, port = parse_host_port(http)
-    if token_file is None and needs_token(host):
-        raise click.UsageError(f"--http {http}: any address but exactly 127.0.0.1, ::1 or localhost needs "
-                               "--token-file FILE (clients then send Authorization: Bearer <token>)")
+    http = settings.http
+    if http.address is None:
+        for leaf in ("http.token_file", "http.allowed_hosts", "http.allowed_origins"):
+            if _leaf(settings, leaf):
+                raise click.UsageError(f"{spell(leaf)} is for {spell('http.address')}; stdio needs none")
+        return
     try:
-        HttpGuard(None, bind_host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+        host, port = host_port(http.address)
     except ValueError as e:
-        raise click.UsageError(f"--allowed-host/--allowed-origin: {e}") from None
-    return host, port, None if token_file is None else read_token(token_file)
+        raise click.UsageError(f"{spell('http.address')}: {e}") from None
+    if http.token_file is None and needs_token(host):
+        raise click.UsageError(f"{spell('http.address')} {http.address}: any address but exactly 127.0.0.1, ::1 or "
+                               f"localhost needs {spell('http.token_file')} FILE (clients then send Authorization: "
+                               "Bearer <token>)")
+    try:
+        HttpGuard(None, bind_host=host, port=port, allowed_hosts=http.allowed_hosts,
+                  allowed_origins=http.allowed_origins)
+    except ValueError as e:
+        raise click.UsageError(f"{spell('http.allowed_hosts')}/{spell('http.allowed_origins')}: {e}") from None
 
 
-__all__ = ["serve_command"]
+__all__ = ["serve_command", "read_token", "FLAG_LEAVES"]

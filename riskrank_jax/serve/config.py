@@ -1,29 +1,35 @@
-"""The gateway's config: the ``mcpServers`` JSON of Claude Desktop, Cursor and the SDKs, plus ``registries``
-and a ``policy`` block.
+"""The gateway's settings, one frozen tree (`GatewaySettings`), read from its JSON config file: the
+``mcpServers`` JSON of Claude Desktop, Cursor and the SDKs, plus ``registries``, ``policy``, ``limits`` and the
+sections ``rank``, ``http`` and ``runtime``; each flag of ``riskrank-jax serve`` then sets one leaf.
 
     {"mcpServers": {"files": {"command": "python", "args": ["files_server.py"], "env": {}, "cwd": "."},
                     "tickets": {"url": "http://127.0.0.1:8931/mcp", "headers": {"Authorization": "Bearer …"}}},
      "registries": ["more_tools.json"],
      "policy": {"allow_level": 3, "allow": ["files.write_note"], "deny": ["*drop_*"],
                 "trusted_servers": ["files"], "confirm": "elicit"},
-     "limits": {"call_timeout_s": 120, "stable_after_s": 60}}
+     "limits": {"call_timeout_s": 120, "stable_after_s": 60},
+     "rank": {"model": "my_ranker"}, "http": {"address": "127.0.0.1:8931"}, "runtime": {"audit_log": "audit.jsonl"}}
 
 A server's name (its ``mcpServers`` key) prefixes its tools' identities ``server.tool`` (`serve.identity`):
 1-64 characters of ``A-Za-z0-9_-``, never ".". ``policy.quarantine_new_servers`` holds every tool seen for the
-first time until a person accepts it (`riskrank-jax pins accept`). Relative paths (``registries``, ``cwd``) are
-relative to the config file. Every error names the file and the line of the offending entry (`ConfigError`),
-before anything starts.
+first time until a person accepts it (`riskrank-jax pins accept`). Relative paths (``registries``, ``cwd``,
+PATH_LEAVES) are relative to the config file. Every error names the file and the line of the offending entry
+(`ConfigError`), before anything starts. `settings_view` is the tree as JSON with its secrets hidden
+(``serve --show-config``).
 
 Why the same JSON: a user moves the servers of an existing client config behind the gateway unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from riskrank_jax.errors import ConfigError
+from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig
 from riskrank_jax.registry.jsontext import line_of, read_json_file
 from riskrank_jax.registry.dimensions import DIMENSION_NAMES
 from riskrank_jax.serve.identity import server_name_problem
@@ -32,10 +38,15 @@ from riskrank_jax.serve.policy import CONFIRM_MODES, Policy
 SERVER_KEYS_STDIO = {"command", "args", "env", "cwd", "type", "protocol", "limits"}
 SERVER_KEYS_HTTP = {"url", "headers", "type", "protocol", "limits"}
 PROTOCOLS = ("auto", "legacy")  # "legacy": the initialize handshake, for servers that mishandle server/discover
-TOP_KEYS = {"mcpServers", "registries", "policy", "limits"}
+TOP_KEYS = {"mcpServers", "registries", "policy", "limits", "rank", "http", "runtime"}
 POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm", "ask_dimensions", "allow_dimensions",
                "session_flow", "quarantine_new_servers"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
+EXPOSE_MODES = ("search", "filtered")
+NO_TOKEN_HOSTS = ("127.0.0.1", "::1", "localhost")  # exactly these: another loopback address needs a token too
+PATH_LEAVES = ("rank.risk_head", "rank.model", "http.token_file", "runtime.audit_log", "runtime.state_dir",
+               "runtime.cache_dir")  # relative to the config file when given there
+HIDDEN = "(hidden)"  # settings_view's stand-in for a secret value
 
 
 @dataclass(frozen=True)
@@ -83,15 +94,87 @@ LIMIT_KEYS = {f.name for f in fields(Limits)}
 
 
 @dataclass(frozen=True)
-class GatewayConfig:
-    """servers: downstream MCP servers; registries: files listed and searchable but not callable; policy;
-    limits; path: the config file (None when the gateway serves registry files only)."""
+class RankSettings:
+    """How the catalog ranks and assesses risk: encoder (a local encoder directory or hub id; None: the embedded
+    all-MiniLM-L6-v2), risk_head (a head of ``fit-risk``; None: the risk dimensions), model (a ranker saved by
+    ``fit``, served while the tools match the ones it was fitted to), trust_annotations (every server's MCP
+    annotations may lower risk, not only ``policy.trusted_servers``'), config (the zero-shot ranker's
+    `RankConfig`; set from Python only, the file and flags leave it)."""
+
+    encoder: str | None = None
+    risk_head: str | None = None
+    model: str | None = None
+    trust_annotations: bool = False
+    config: RankConfig = DEFAULT_REGISTRY_CONFIG
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """Streamable HTTP instead of stdio: address "HOST:PORT" (None: stdio), token_file (the file of the bearer
+    token clients must send; the token is read when the gateway starts and never kept in the tree),
+    allowed_hosts / allowed_origins (more Host header values and browser Origins, `serve.http_guard`)."""
+
+    address: str | None = None
+    token_file: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What the gateway exposes and where it keeps things: expose ("search": search_tools + call_tool +
+    list_servers; "filtered": the downstream tools themselves), tool_references (Anthropic tool_reference blocks
+    in search results), audit_log (one JSON line per call decision; None: none), state_dir (pins and the audit
+    key; None: `serve.pins.resolve_state_dir`), cache_dir (embedding and compile cache; None: the default)."""
+
+    expose: str = "search"
+    tool_references: bool = False
+    audit_log: str | None = None
+    state_dir: str | None = None
+    cache_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Every setting of the gateway, one tree: servers (downstream MCP servers), registries (files listed and
+    searchable but not callable), policy, limits, rank, http, runtime; path: the config file (None: no file)."""
 
     servers: tuple[ServerSpec, ...] = ()
     registries: tuple[str, ...] = ()
     policy: Policy = field(default_factory=Policy)
     path: str | None = None
     limits: Limits = field(default_factory=Limits)
+    rank: RankSettings = field(default_factory=RankSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+
+
+SECTIONS = {"rank": RankSettings, "http": HttpSettings, "runtime": RuntimeSettings}
+FILE_LEAVES = {name: tuple(f.name for f in fields(cls) if f.name != "config") for name, cls in SECTIONS.items()}
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """"HOST:PORT" (IPv6 as "[::1]:PORT") -> (host, port); ValueError otherwise."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:8931), got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def needs_token(host: str) -> bool:
+    """Whether serving HTTP on ``host`` needs a token file: every address but exactly 127.0.0.1, ::1 and
+    localhost (127.0.0.2, 127.1 or a wildcard reach further, or are easy to mistake for one that does not)."""
+    return host not in NO_TOKEN_HOSTS
+
+
+def with_leaves(settings: GatewaySettings, leaves: dict) -> GatewaySettings:
+    """``settings`` with each leaf ``"section.key"`` (or a top-level key) of ``leaves`` set to its value."""
+    for leaf, value in leaves.items():
+        section, _, key = leaf.rpartition(".")
+        if section:
+            value = dataclasses.replace(getattr(settings, section), **{key: value})
+        settings = dataclasses.replace(settings, **{key if not section else section: value})
+    return settings
 
 
 def _fail(path, obj, message, parent=None):
@@ -192,8 +275,42 @@ def _limit_values(path, block, what, parent) -> dict:
     return dict(block)
 
 
-def read_config(path) -> GatewayConfig:
-    """The GatewayConfig of a JSON file; ConfigError (file:line) on anything malformed or unknown."""
+def _section(path, base: Path, doc, name: str):
+    """The SECTIONS[name] settings of the file's block ``name``: its keys' types checked, paths made absolute."""
+    cls = SECTIONS[name]
+    block = doc.get(name, {})
+    if not isinstance(block, dict):
+        _fail(path, block, f"{name} must be an object", doc)
+    allowed = FILE_LEAVES[name]
+    unknown = sorted(set(block) - set(allowed))
+    if unknown:
+        _fail(path, block, f"{name}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
+    values = {}
+    for key, value in block.items():
+        default = getattr(cls, key)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                _fail(path, block, f"{name}.{key} must be true or false, got {value!r}")
+        elif isinstance(default, tuple):
+            value = _strings(path, value, f"{name}.{key}", block)
+        elif not isinstance(value, str) or not value.strip():
+            _fail(path, block, f"{name}.{key} must be a non-empty string, got {value!r}")
+        if f"{name}.{key}" in PATH_LEAVES or (f"{name}.{key}" == "rank.encoder" and (base / value).is_dir()):
+            value = str((base / Path(value).expanduser()).resolve())
+        values[key] = value
+    settings = cls(**values)
+    if name == "runtime" and settings.expose not in EXPOSE_MODES:
+        _fail(path, block, f"runtime.expose must be one of {', '.join(EXPOSE_MODES)}, got {settings.expose!r}")
+    if name == "http" and settings.address is not None:
+        try:
+            host_port(settings.address)
+        except ValueError as e:
+            _fail(path, block, f"http.address: {e}")
+    return settings
+
+
+def read_config(path) -> GatewaySettings:
+    """The GatewaySettings of a JSON file; ConfigError (file:line) on anything malformed or unknown."""
     path = Path(path)
     doc = read_json_file(path)  # MalformedJSONError with file, line and column
     if not isinstance(doc, dict):
@@ -220,7 +337,38 @@ def read_config(path) -> GatewayConfig:
     if not servers and not registries:
         _fail(path, doc, "no mcpServers and no registries: nothing to serve")
     limits = Limits(**_limit_values(path, doc.get("limits", {}), "limits", doc))
-    return GatewayConfig(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path), limits)
+    return GatewaySettings(servers, tuple(str((base / r).resolve()) for r in registries), policy, str(path), limits,
+                           **{name: _section(path, base, doc, name) for name in SECTIONS})
 
 
-__all__ = ["ServerSpec", "GatewayConfig", "Limits", "read_config"]
+def _url_view(url: str) -> str:
+    """``url`` without what may be a credential: its user and password, its query."""
+    parts = urlsplit(url)
+    netloc = parts.netloc if "@" not in parts.netloc else f"{HIDDEN}@{parts.netloc.rpartition('@')[2]}"
+    return parts._replace(netloc=netloc, query=HIDDEN if parts.query else "", fragment="").geturl()
+
+
+def _server_view(s: ServerSpec) -> dict:
+    view: dict = {"transport": s.transport}
+    if s.transport == "stdio":
+        view.update(command=s.command, args=list(s.args), env={k: HIDDEN for k, _ in s.env}, cwd=s.cwd)
+    else:
+        view.update(url=_url_view(s.url), headers={k: HIDDEN for k, _ in s.headers})
+    return dict(view, protocol=s.protocol, limits=dict(s.limits))
+
+
+def settings_view(settings: GatewaySettings, token_from: str | None = None) -> dict:
+    """The tree as JSON-ready data (``serve --show-config``) with its secrets hidden: the values of the servers'
+    ``env`` and ``headers``, the user, password and query of their URLs. The HTTP token is never in the tree:
+    ``http.token`` says whether one is set and where it is read from (``token_from``: the flag or the config
+    key that named ``http.token_file``)."""
+    tree = dataclasses.asdict(settings)
+    http = dict(tree["http"], token="none" if settings.http.token_file is None else
+                f"set: read from token_file when the gateway starts (token_file given by {token_from or 'Python'})")
+    return {"path": settings.path, "servers": {s.name: _server_view(s) for s in settings.servers},
+            "registries": list(settings.registries), "policy": tree["policy"], "limits": tree["limits"],
+            "rank": tree["rank"], "http": http, "runtime": tree["runtime"]}
+
+
+__all__ = ["ServerSpec", "Limits", "RankSettings", "HttpSettings", "RuntimeSettings", "GatewaySettings",
+           "read_config", "with_leaves", "settings_view", "host_port", "needs_token", "EXPOSE_MODES", "PATH_LEAVES"]

@@ -1,13 +1,13 @@
 """The MCP server an agent connects to: one risk-aware catalog over every downstream server's tools.
 
-    gw = Gateway(config, options)            # GatewayConfig + GatewayOptions
-    anyio.run(gw.serve_stdio)                # or gw.serve_http("127.0.0.1", 8931, token)
+    gw = Gateway(read_config("servers.json"))       # a serve.config.GatewaySettings
+    anyio.run(gw.serve_stdio)                        # or gw.serve_http(token): settings.http's address
 
-Tools it exposes (``expose = "search"``, the default; schemas in docs/serve.md):
+Tools it exposes (``runtime.expose = "search"``, the default; schemas in docs/serve.md):
 
 * ``search_tools(query, k=5)`` — the `Ranker`'s risk-aware top-k: per tool its name, description, input schema,
   risk level and source, server, and what ``call_tool`` would do with it; plus the risky tools that the risk
-  penalty held back (in the top-k at λ = 0, not now), with the reason;
+  penalty held back (in the top-k at λ = 0, not now), with the reason (`serve.catalog.search`);
 * ``call_tool(name, arguments)`` — forwards to the owning server, gated by the `Policy` (``serve.policy``);
   every decision is written to the audit log before anything is forwarded;
 * ``list_servers()`` — each server's state, tool count and risk histogram.
@@ -15,295 +15,49 @@ Tools it exposes (``expose = "search"``, the default; schemas in docs/serve.md):
 With ``expose = "filtered"`` the gateway lists the downstream tools themselves, minus those the policy would
 not let through, and forwards calls to them under the same gate.
 
-The catalog (`Catalog`) is rebuilt in a worker thread when a server's tools change (first listing,
-``list_changed``, a restart) and swapped in whole, so requests in flight keep the catalog they started with.
+The catalog (`serve.catalog.Catalog`) is rebuilt in a worker thread when a server's tools change (first
+listing, ``list_changed``, a restart) and swapped in whole, so requests in flight keep the catalog they started
+with. A call walks `Gateway.gate` (what the gate knows of the tool now, `policy.decide_call`), `Gateway.record`
+(the audit line) and `Gateway.forward`.
 
-Why a catalog of one Ranker: search and gating read the same risk levels, computed as ``riskrank-jax rank``
-computes them.
+Why one object: the downstream servers, the catalog over their tools and the gate over both change together.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
+import mcp_types as types
+import uvicorn
 
+from riskrank_jax.encode.embedding_cache import EmbeddingCache
+from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.paths import resolve_cache_dir
+from riskrank_jax.rank.ranker import check_queries
+from riskrank_jax.registry.dimensions import describe
+from riskrank_jax.runtime import compile_cache
 from riskrank_jax.serve.audit import AuditLog, arguments_digest, installation_key, session_digest
-from riskrank_jax.serve.config import GatewayConfig
+from riskrank_jax.serve.catalog import (Catalog, Entry, agent_description, agent_schema, build_catalog,
+                                        catalog_state, dimension_row, readable_servers, search)
+from riskrank_jax.serve.config import EXPOSE_MODES, GatewaySettings, host_port
 from riskrank_jax.serve.downstream import Downstream, DownstreamError, log
-from riskrank_jax.serve.identity import identity
+from riskrank_jax.serve.http_guard import HttpGuard, sdk_transport_security
+from riskrank_jax.serve.identity import identity, shown
+from riskrank_jax.serve.mcp_app import build_server
 from riskrank_jax.serve.pins import PinStore, definition_hash
-from riskrank_jax.serve.policy import Decision, Policy, ToolState, decide_call
+from riskrank_jax.serve.policy import Decision, ToolState, decide_call
+from riskrank_jax.serve.results import cap_result
+from riskrank_jax.serve.sdk_hooks import publish_tools_changed
 
-EXPOSE_MODES = ("search", "filtered")
 MAX_K = 50
 READY_TIMEOUT_S = 60.0
 FIRST_CATALOG_WAIT_S = 10.0  # how long servers still starting may hold back the first catalog once one is up
 WARM_UP_WORDS = (4, 12, 20, 28, 56, 120)  # one request of each compact encoder row length (8, 16, 24, 32, 64, 128)
-
-
-@dataclass(frozen=True)
-class GatewayOptions:
-    """How the gateway runs: expose mode, Anthropic tool_reference blocks, audit log path, embedding cache,
-    encoder, risk head, saved ranker (``--model``), whether all annotations are trusted, and the state
-    directory (pins and the audit key; None: `serve.pins.resolve_state_dir`)."""
-
-    expose: str = "search"
-    tool_references: bool = False
-    audit_log: str | None = None
-    cache_dir: str | None = None
-    encoder: str | None = None
-    risk_head: str | None = None
-    model: str | None = None
-    trust_annotations: bool = False
-    state_dir: str | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Entry:
-    """A tool of the catalog: its gateway identity ``server.tool``, owning server (None: listed from a registry
-    file, not callable), name on that server, the MCP tool object as listed when the catalog was built, its
-    `serve.pins.definition_hash`, and the instructions aimed at the agent found in it
-    (`registry.poisoning.Finding`, or None)."""
-
-    name: str
-    server: str | None
-    raw_name: str
-    source: str
-    listed: dict
-    hash: str = ""
-    instructions: Any = None
-
-
-@dataclass(frozen=True, eq=False)
-class Catalog:
-    """The tools the gateway ranks and gates: ``ranker`` over ``entries`` (same order), ``zero`` the same ranker
-    at λ = 0 (what relevance alone would return, for the held-back list)."""
-
-    ranker: Any
-    zero: Any
-    entries: tuple[Entry, ...]
-    built_at: float
-    seconds: float
-
-    @property
-    def by_name(self) -> dict[str, int]:
-        """gateway name -> index; the entries are the ranker's tools in its order."""
-        return self.ranker.tool_index
-
-    def histogram(self, server: str | None) -> dict[str, int]:
-        """Tools per risk level "1".."5" of one server (None: the registry files)."""
-        levels = [int(self.ranker.risk_levels[i]) for i, e in enumerate(self.entries) if e.server == server]
-        return {str(r): levels.count(r) for r in range(1, 6)}
-
-
-def _schema_from_params(tool) -> dict:
-    """An input schema for a registry-file tool: its top-level parameters and their descriptions."""
-    props = {n: ({"description": d} if d else {}) for n, d in tool.params}
-    return {"type": "object", "properties": props}
-
-
-def readable_servers(server_tools) -> tuple[list, dict[str, str]]:
-    """(the servers whose tool lists load as a registry, {server: why not} for the others): one server's
-    unreadable list is left out alone, the others' catalogs keep updating."""
-    from riskrank_jax.registry import load_registry
-
-    ok, bad = [], {}
-    for name, tools in server_tools:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                if tools:
-                    load_registry([(name, {"tools": tools})], separator=".", prefix_all=True)
-            ok.append((name, tools))
-        except RiskRankError as e:
-            bad[name] = str(e)
-    return ok, bad
-
-
-def build_catalog(server_tools, registries, options: GatewayOptions, encoder, cache, trusted_servers=()) -> Catalog:
-    """A Catalog over ``server_tools`` [(server name, [MCP tool dicts])] and registry files.
-
-    Every tool is named ``server.tool`` (a registry file's tools ``stem.tool``; `serve.identity`). Risk is
-    assessed as ``riskrank-jax rank`` does; annotations may lower it only for ``trusted_servers`` (or every
-    server with ``options.trust_annotations``); instructions aimed at the agent raise it.
-    """
-    from riskrank_jax.rank.ranker import Ranker
-    from riskrank_jax.registry import load_registry
-    from riskrank_jax.registry.poisoning import detect, sibling_names
-
-    t0 = time.perf_counter()
-    inputs = [(name, {"tools": tools}) for name, tools in server_tools if tools]
-    inputs += [str(r) for r in registries]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reg = load_registry(inputs, separator=".", prefix_all=True)
-    servers = {name for name, _ in server_tools}
-    listed = {(name, t["name"]): t for name, tools in server_tools for t in tools}
-    names = sibling_names((t.source, t.raw_name) for t in reg.tools)
-    entries = []
-    for t in reg.tools:
-        if t.source in servers and (t.source, t.raw_name) in listed:
-            tool = listed[(t.source, t.raw_name)]
-            entries.append(Entry(t.name, t.source, t.raw_name, t.source, tool, definition_hash(tool),
-                                 detect(t.raw_name, tool.get("description"), tool.get("inputSchema"),
-                                        names[t.source][1], own_tool_names=names[t.source][0])))
-        else:
-            entries.append(Entry(t.name, None, t.raw_name, t.source,
-                                 {"name": t.name, "description": t.description,
-                                  "inputSchema": _schema_from_params(t)}))
-    trusted = tuple(trusted_servers)
-    ranker = None
-    if options.model is not None:
-        ranker = _saved_ranker(options.model, reg, encoder)
-    if ranker is None:
-        ranker = Ranker.from_registry(reg, encoder=encoder, cache=cache, risk_head=options.risk_head,
-                                      trust_annotations=options.trust_annotations, trusted_sources=trusted)
-    zero = ranker.with_config(dataclasses.replace(ranker.config, lam=0.0))
-    return Catalog(ranker, zero, tuple(entries), time.time(), time.perf_counter() - t0)
-
-
-def _saved_ranker(model_dir, reg, encoder):
-    """The ranker saved by `fit` in model_dir when it was fitted to exactly these tools, else None (logged)."""
-    from riskrank_jax.rank.ranker import Ranker
-
-    ranker = Ranker.load(model_dir, expect_encoder_id=encoder.model_id)
-    if tuple(reg.texts) != tuple(ranker.tool_texts):  # the texts hold each tool's name words, not its prefix
-        log(f"{model_dir}: the saved ranker was fitted to other tools than the servers list now; serving the "
-            "zero-shot ranker until they match again")
-        return None
-    ranker = dataclasses.replace(ranker, tool_names=tuple(reg.names))  # the gateway's identities server.tool
-    return ranker if ranker.encoder is not None else dataclasses.replace(ranker, encoder=encoder)  # tuned: its own
-
-
-# ---------------------------------------------------------------------------------------------- search
-
-
-def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False,
-           state=None) -> dict:
-    """The structured result of search_tools (see the module docstring); runs the Ranker, so call it from a
-    worker thread. state(i): the `ToolState` of tool i now (default: as the catalog assessed it)."""
-    from riskrank_jax.rank.explain import search_with_held_back
-
-    r = catalog.ranker
-    state = state or (lambda i: catalog_state(catalog, i))
-    k = max(1, min(int(k), r.size))
-    hits, held_back = search_with_held_back(r, query, k, zero=catalog.zero)
-    tools = []
-    for h in hits:
-        i = catalog.by_name[h.name]
-        e, now = catalog.entries[i], state(i)
-        row = {"name": e.name, "description": agent_description(e), "input_schema": agent_schema(e),
-               "server": e.server, "risk_level": h.risk_level, "risk_source": h.risk_source,
-               "dimensions": _dimension_row(catalog, i), "score": round(h.score, 4),
-               "call": call_preview(catalog, i, policy, now), "flags": tool_flags(e, now),
-               "pin": None if e.server is None else now.pin}
-        if now.unavailable is not None:
-            row.update(available=False, call=f"unavailable: {now.unavailable}")
-        tools.append(row)
-    held = [{"name": x["name"], "server": catalog.entries[x["index"]].server, "risk_level": x["risk_level"],
-             "risk_source": x["risk_source"],
-             "dimensions": _dimension_row(catalog, x["index"]), "reason": x["reason"]} for x in held_back]
-    out = {"query": query, "k": k, "tools": tools, "held_back": held}
-    if tool_references:
-        out["tool_references"] = [{"type": "tool_reference", "tool_name": t["name"]} for t in tools]
-    return out
-
-
-def agent_description(e: "Entry") -> str:
-    """The description the agent sees: the server's, or the gateway's note in its place when it carries
-    instructions aimed at the agent (`registry.poisoning.neutralise`)."""
-    from riskrank_jax.registry.poisoning import neutralise
-
-    desc = e.listed.get("description") or ""
-    return desc if e.instructions is None else neutralise(desc, e.instructions)
-
-
-FOREIGN_SCHEMA_TEXT = ("description", "title", "examples", "default", "$comment")
-
-
-def agent_schema(e: "Entry") -> dict:
-    """The input schema the agent sees: the server's, or for a tool with instructions aimed at the agent the
-    same schema without its free text (descriptions, titles, examples, defaults), where such instructions hide."""
-    schema = e.listed.get("inputSchema", {})
-    return schema if e.instructions is None else _without_text(schema)
-
-
-def _without_text(node):
-    """A JSON schema without the FOREIGN_SCHEMA_TEXT keywords at any depth (property names are kept: a
-    property may be called "description")."""
-    if isinstance(node, list):
-        return [_without_text(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for k, v in node.items():
-        if k in ("properties", "patternProperties", "$defs", "definitions") and isinstance(v, dict):
-            out[k] = {name: _without_text(sub) for name, sub in v.items()}
-        elif k not in FOREIGN_SCHEMA_TEXT:
-            out[k] = _without_text(v)
-    return out
-
-
-def tool_flags(e: "Entry", now: ToolState) -> list[str]:
-    """What the gateway marks on a tool, in its own words: a changed or quarantined definition, instructions
-    aimed at the agent."""
-    flags = []
-    if e.server is not None and now.pin in ("changed", "unknown"):
-        flags.append("definition changed since accepted")
-    elif e.server is not None and now.pin == "quarantined":
-        flags.append("quarantined until accepted")
-    if e.server is not None and now.definition is not None and not now.assessed and now.pin == "accepted":
-        flags.append("definition changed, not yet re-assessed")
-    if e.instructions is not None:
-        flags.append(f"instructions aimed at the agent ({', '.join(e.instructions.categories)}): description "
-                     "withheld, calls ask")
-    return flags
-
-
-def call_preview(catalog: Catalog, i: int, policy: Policy, now: ToolState) -> str:
-    """What call_tool would do: "allowed", "needs confirmation", "refused" or "not callable"."""
-    e = catalog.entries[i]
-    if e.server is None:
-        return "not callable (listed from a registry file)"
-    d = decide_call(policy, now)
-    out = {"allow": "allowed", "confirm": "needs confirmation", "refuse": "refused"}[d.action]
-    rule = (_dimension_row(catalog, i) or {}).get("argument_rule")
-    if d.action != "allow" and d.rule == "level" and rule:
-        out += f" (allowed without it for one read-only {rule.split(':')[0]} argument)" if rule[:4] != "code" else ""
-    return out
-
-
-def _dimension_row(catalog: Catalog, i: int) -> dict | None:
-    """The tool's risk dimensions with their sources (registry.dimensions), None when its level does not
-    come from dimensions."""
-    dims = catalog.ranker.risk_dimensions
-    return dims[i] if dims else None
-
-
-def catalog_state(catalog: Catalog, i: int, definition=None, pin: str = "accepted",
-                  unavailable: str | None = None) -> ToolState:
-    """The `ToolState` of tool i: the catalog's assessment, with the definition its server lists now
-    (default: the one assessed), its pin status and why it cannot be called now."""
-    e, r = catalog.entries[i], catalog.ranker
-    definition = e.listed if definition is None else definition
-    row, level, source = _dimension_row(catalog, i), int(r.risk_levels[i]), r.risk_source[i]
-    instructions = ((row or {}).get("agent_instructions") or {}).get("source")
-    if e.instructions is not None and instructions is None:
-        # found in the full schema (nested properties, defaults), which the registry's parameters do not keep
-        instructions = f"detector: {', '.join(e.instructions.categories)}"
-        row = None if row is None else dict(row, agent_instructions={"value": True, "source": instructions})
-        level, source = max(level, 4), f"{source}, agent_instructions ({instructions})"
-    return ToolState(e.name, e.server, level, source, row, definition,
-                     assessed=e.server is None or definition_hash(definition) == e.hash, pin=pin,
-                     unavailable=unavailable, instructions=instructions)
 
 
 # ---------------------------------------------------------------------------------------------- the gateway
@@ -323,21 +77,21 @@ class Gated:
 class Gateway:
     """Downstream servers, the current Catalog, the policy and the audit log (see the module docstring)."""
 
-    def __init__(self, config: GatewayConfig, options: GatewayOptions = GatewayOptions(), encoder=None):
-        """encoder: an already loaded encoder (default: load ``options.encoder`` when the first catalog is built)."""
-        if options.expose not in EXPOSE_MODES:
-            raise RiskRankError(f"expose must be one of {', '.join(EXPOSE_MODES)}, got {options.expose!r}")
-        self.config = config
-        self.options = options
-        self.policy = config.policy
-        self.downstreams = {s.name: Downstream(s, config.limits, on_tools=self._tools_changed)
-                            for s in config.servers}
+    def __init__(self, settings: GatewaySettings, encoder=None):
+        """encoder: an already loaded encoder (default: load ``settings.rank.encoder`` when the first catalog is
+        built)."""
+        if settings.runtime.expose not in EXPOSE_MODES:
+            raise RiskRankError(f"expose must be one of {', '.join(EXPOSE_MODES)}, got {settings.runtime.expose!r}")
+        self.settings = settings
+        self.policy = settings.policy  # the tree's policy, read on every decision
+        self.downstreams = {s.name: Downstream(s, settings.limits, on_tools=self._tools_changed)
+                            for s in settings.servers}
         self.catalog: Catalog | None = None
         self.rebuilds = 0
         self.flows: dict = {}  # session key (serve.mcp_app.session_key) -> the tool that returned untrusted content
-        self.pins = PinStore(options.state_dir)
+        self.pins = PinStore(settings.runtime.state_dir)
         self.audit_key = installation_key(self.pins.dir)
-        self.audit = AuditLog(options.audit_log) if options.audit_log else None
+        self.audit = AuditLog(settings.runtime.audit_log) if settings.runtime.audit_log else None
         self.left_out: dict[str, str] = {}  # server -> why its tool list could not be read (left out alone)
         self._encoder = encoder
         self._cache = None
@@ -351,15 +105,10 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------ catalog
     def _load_encoder(self):
-        from riskrank_jax.encode.embedding_cache import EmbeddingCache
-        from riskrank_jax.encode.encoder import load_encoder
-        from riskrank_jax.paths import resolve_cache_dir
-        from riskrank_jax.runtime import compile_cache
-
         if self._cache is None:
-            compile_cache.enable(resolve_cache_dir(self.options.cache_dir))
-            self._encoder = self._encoder or load_encoder(self.options.encoder)
-            self._cache = EmbeddingCache(self.options.cache_dir)
+            compile_cache.enable(resolve_cache_dir(self.settings.runtime.cache_dir))
+            self._encoder = self._encoder or load_encoder(self.settings.rank.encoder)
+            self._cache = EmbeddingCache(self.settings.runtime.cache_dir)
 
     def _build(self) -> Catalog:
         self._load_encoder()
@@ -369,7 +118,7 @@ class Gateway:
             if self.left_out.get(name) != why:
                 log(f"server '{name}': its tools are left out of the catalog: {why}")
         self.left_out = left_out
-        catalog = build_catalog(server_tools, self.config.registries, self.options, self._encoder, self._cache,
+        catalog = build_catalog(server_tools, self.settings.registries, self.settings.rank, self._encoder, self._cache,
                                 self.policy.trusted_servers)
         for words in WARM_UP_WORDS:  # compile (or read from the XLA cache) each request shape before it comes
             catalog.ranker.encode_queries([" ".join(["tool"] * words)])
@@ -391,9 +140,7 @@ class Gateway:
             self.catalog = catalog
             self.rebuilds += 1
             log(f"catalog: {catalog.ranker.size} tools ({catalog.seconds:.1f} s)")
-            if self._server is not None and self.options.expose == "filtered":
-                from riskrank_jax.serve.sdk_hooks import publish_tools_changed
-
+            if self._server is not None and self.settings.runtime.expose == "filtered":
                 await publish_tools_changed(self._server)
 
     async def _tools_changed(self, ds: Downstream) -> None:
@@ -421,7 +168,7 @@ class Gateway:
                 tg.start_soon(ds.run)
             await self._first_attempts()
             self._ready.set()
-            if any(ds.tools for ds in self.downstreams.values()) or self.config.registries:
+            if any(ds.tools for ds in self.downstreams.values()) or self.settings.registries:
                 await self.rebuild()
             else:
                 down = "; ".join(f"{ds.name}: {ds.error}" for ds in self.downstreams.values())
@@ -450,13 +197,11 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------ requests
     async def search_tools(self, query: str, k: int) -> dict:
-        from riskrank_jax.rank.ranker import check_queries
-
         check_queries([query])
         if not 1 <= k <= MAX_K:
             raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
         catalog = await self.wait_catalog()
-        return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.options.tool_references,
+        return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.settings.runtime.tool_references,
                                               lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
 
     def filtered_tools(self, catalog: Catalog) -> list[dict]:
@@ -508,15 +253,8 @@ class Gateway:
         call's dimensions, the kinds of secret found, the pin, and a keyed digest of the arguments."""
         if self.audit is None:
             return
-        from riskrank_jax.serve.identity import shown
-
         t, d = gated.tool, gated.decision
-        dims = None
-        if t is not None and t.dimensions is not None and isinstance(arguments, dict):
-            from riskrank_jax.registry.dimensions import describe
-            from riskrank_jax.serve.policy import call_dimensions
-
-            dims = describe(call_dimensions(t.dimensions, arguments)[0])
+        dims = None if d.dimensions is None else describe(d.dimensions)  # as decide_call computed them
         self.audit.write(tool=name if t is not None else shown(name), server=None if t is None else t.server,
                          risk_level=None if t is None else t.level, risk_source=None if t is None else t.source,
                          decision=verdict, reason=reason, rule=d.rule, dimensions=dims,
@@ -528,10 +266,6 @@ class Gateway:
         """The owning server's result; an error result naming the server when it cannot be reached.
         progress: async (progress, total, message) callback for the server's progress notifications; session:
         the key of the MCP session the call came from (its flow records the answer)."""
-        import mcp_types as types
-
-        from riskrank_jax.serve.results import cap_result
-
         e = catalog.entries[i]
         ds = self.downstreams[e.server]
         try:
@@ -548,7 +282,7 @@ class Gateway:
     def note_answer(self, catalog: Catalog, i: int, session=None) -> None:
         """Tool i answered in ``session``: when it returns untrusted content, later public-sink, destructive
         and secret-source calls of the session ask (policy: session flow)."""
-        row = _dimension_row(catalog, i)
+        row = dimension_row(catalog, i)
         if row is not None and row["untrusted_content"]["value"]:
             self.flows[session] = catalog.entries[i].name
 
@@ -570,7 +304,7 @@ class Gateway:
             out.append(d)
         regs = [{"path": r, "tools": None if catalog is None else
                  sum(1 for e in catalog.entries if e.server is None and e.source == Path(r).stem)}
-                for r in self.config.registries]
+                for r in self.settings.registries]
         return {"servers": out, "registries": regs, "tools": 0 if catalog is None else catalog.ranker.size,
                 "rebuilds": self.rebuilds, "policy": dataclasses.asdict(self.policy), "state_dir": str(self.pins.dir)}
 
@@ -582,8 +316,6 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------ transports
     def mcp_server(self):
-        from riskrank_jax.serve.mcp_app import build_server
-
         if self._server is None:
             self._server = build_server(self)
         return self._server
@@ -595,17 +327,16 @@ class Gateway:
             await server.run_stdio_async()
             tg.cancel_scope.cancel()
 
-    async def serve_http(self, host: str, port: int, token: str | None, allowed_hosts=(), allowed_origins=()) -> None:
-        """Streamable HTTP at http://host:port/mcp behind `serve.http_guard.HttpGuard`, for every bind address:
-        Host (this gateway's names, plus ``allowed_hosts``) and browser Origin (plus ``allowed_origins``)
-        checked, the bearer token when one is given, request bodies capped."""
-        import uvicorn
-
-        from riskrank_jax.serve.http_guard import HttpGuard, sdk_transport_security
-
+    async def serve_http(self, token: str | None = None) -> None:
+        """Streamable HTTP at http://HOST:PORT/mcp (``settings.http.address``) behind `serve.http_guard.HttpGuard`,
+        for every bind address: Host (this gateway's names, plus ``http.allowed_hosts``) and browser Origin (plus
+        ``http.allowed_origins``) checked, the bearer ``token`` (read from ``http.token_file``) when one is
+        given, request bodies capped."""
+        http = self.settings.http
+        host, port = host_port(http.address)
         app = self.mcp_server().streamable_http_app(host=host, transport_security=sdk_transport_security())
-        app = HttpGuard(app, bind_host=host, port=port, token=token, allowed_hosts=allowed_hosts,
-                        allowed_origins=allowed_origins)
+        app = HttpGuard(app, bind_host=host, port=port, token=token, allowed_hosts=http.allowed_hosts,
+                        allowed_origins=http.allowed_origins)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.start)
             server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
@@ -614,5 +345,4 @@ class Gateway:
             tg.cancel_scope.cancel()
 
 
-__all__ = ["Gateway", "GatewayOptions", "Catalog", "Entry", "build_catalog", "search",
-           "EXPOSE_MODES"]
+__all__ = ["Gateway", "Gated", "MAX_K"]

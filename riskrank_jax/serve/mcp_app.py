@@ -26,6 +26,7 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel, Field
 
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.serve.downstream import log
 from riskrank_jax.serve.identity import shown
 from riskrank_jax.serve.policy import Decision, ToolState
 
@@ -149,8 +150,6 @@ def progress_relay(ctx):
         try:
             await report(progress, total, message)
         except Exception as e:  # noqa: BLE001 - a client gone away must not fail the downstream call
-            from riskrank_jax.serve.downstream import log
-
             log(f"could not pass a progress notification on to the client ({type(e).__name__}: {e})")
 
     return relay
@@ -188,14 +187,14 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
 
 
 class GatewayServer(MCPServer):
-    """MCPServer whose tool list is the catalog's in filtered mode (``gateway.options.expose``)."""
+    """MCPServer whose tool list is the catalog's in filtered mode (``gateway.settings.runtime.expose``)."""
 
     def __init__(self, gateway, **kwargs):
         super().__init__(**kwargs)
         self.gateway = gateway
 
     async def list_tools(self):
-        if self.gateway.options.expose != "filtered":
+        if self.gateway.settings.runtime.expose != "filtered":
             return await super().list_tools()
         catalog = await catalog_or_none(self.gateway)  # the first listing waits for the first catalog
         if catalog is None:
@@ -203,12 +202,12 @@ class GatewayServer(MCPServer):
         return [types.Tool.model_validate(t) for t in self.gateway.filtered_tools(catalog)]
 
     async def call_tool(self, name, arguments, context=None):
-        if self.gateway.options.expose != "filtered":
+        if self.gateway.settings.runtime.expose != "filtered":
             return await super().call_tool(name, arguments, context)
         return await gated_call(self.gateway, name, arguments, None, context)
 
     def _tool_input_schema(self, name):  # sdk_hooks.TOOL_INPUT_SCHEMA_HOOK: the gate validates, not the SDK
-        return None if self.gateway.options.expose == "filtered" else super()._tool_input_schema(name)
+        return None if self.gateway.settings.runtime.expose == "filtered" else super()._tool_input_schema(name)
 
 
 def add_search_tools(server: MCPServer, gateway) -> None:
@@ -248,7 +247,7 @@ def build_server(gateway) -> MCPServer:
         "Risk-aware tool gateway. Call search_tools with the user's request to find the few tools it needs "
         "(risky tools are held back unless the request needs them), then call_tool to run one; calls above the "
         "policy's risk level are refused or need the user's confirmation."))
-    if gateway.options.expose == "search":
+    if gateway.settings.runtime.expose == "search":
         add_search_tools(server, gateway)
     return server
 

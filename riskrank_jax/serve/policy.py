@@ -49,8 +49,10 @@ import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
+from riskrank_jax.registry.arguments import judge_arguments
 from riskrank_jax.registry.dimensions import (DEFAULT_ALLOW_LEVEL, DIMENSION_NAMES, FLAGS, MUTATIONS, describe,
                                               level_from_dimensions)
+from riskrank_jax.serve.call_arguments import find_secrets, schema_errors, secret_paths
 
 CONFIRM_MODES = ("elicit", "refuse")
 FLOW_DIMENSIONS = ("public_sink", "destructive", "secret_source")  # asked for after untrusted content
@@ -87,12 +89,16 @@ class Policy:
 class Decision:
     """action: "allow", "confirm" or "refuse"; reason: one sentence for the client and the audit log, in the
     gateway's own words; rule: the rule that decided (module docstring); secrets: the kinds of secret found in
-    the arguments, with their argument paths ({"path", "kind"}; never a value), for the audit log."""
+    the arguments, with their argument paths ({"path", "kind"}; never a value), for the audit log; dimensions:
+    the dimension row of this call (the tool's, as this call's arguments make it: secret files they name, the
+    argument rule's verdict), None when the tool's level does not come from dimensions or the arguments are not
+    an object — computed once by `decide_call`, recorded by the audit log."""
 
     action: str
     reason: str
     rule: str = "level"
     secrets: tuple = ()
+    dimensions: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -138,8 +144,6 @@ def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | Non
     """(the dimension row of this call, the argument rule's verdict or None): a tool with an argument rule whose
     argument reads is a read for this call; one whose argument does not read counts as execution and as a
     destructive write."""
-    from riskrank_jax.registry.arguments import judge_arguments
-
     if not row or not row.get("argument_rule") or not isinstance(arguments, dict):
         return row, None
     judged = judge_arguments(row["argument_rule"], arguments)
@@ -178,10 +182,17 @@ def decide(policy: Policy, names: tuple[str, ...], level: int, source: str, dime
     dimensions (declared risk, an explicit risk head); arguments: this call's arguments (None: not known, as in
     a listing); flow: the name of a tool that returned untrusted content earlier in this session, or None.
     """
+    row, arg_rule = call_dimensions(dimensions, arguments)
+    return _decide_row(policy, names, level, source, row, arg_rule, flow)
+
+
+def _decide_row(policy: Policy, names: tuple[str, ...], level: int, source: str, row: dict | None,
+                arg_rule: str | None, flow: str | None) -> Decision:
+    """`decide` on the call's dimension row ``row`` (`call_dimensions`: ``arg_rule`` the argument rule's verdict,
+    None when no rule judged this call)."""
     pattern = _matching(policy.deny, names)
     if pattern is not None:
         return Decision("refuse", f"'{names[0]}' matches the policy's deny pattern '{pattern}'", "deny")
-    row, arg_rule = call_dimensions(dimensions, arguments)
     if row is not None and arg_rule is not None and source != "declared":
         level, source = row_level(row), describe(row)
     what = f"risk level {level} ({source})"
@@ -229,12 +240,23 @@ def _with_secret_paths(row: dict | None, found) -> dict | None:
 def decide_call(policy: Policy, tool: ToolState | None, arguments=None, flow: str | None = None) -> Decision:
     """The decision for one call of ``tool`` with ``arguments`` (None: no call, as in a listing, which skips the
     argument checks) in a session whose ``flow`` is the tool that returned untrusted content earlier (None:
-    none did). The rules and their order: the module docstring. Pure: it reads nothing but its inputs."""
-    from riskrank_jax.serve.call_arguments import find_secrets, schema_errors, secret_paths
-
+    none did), carrying the call's dimension row (`Decision.dimensions`). The rules and their order: the module
+    docstring. Pure: it reads nothing but its inputs."""
     if tool is None:
         return Decision("refuse", "unknown tool: the gateway did not list it (use search_tools to find tools)",
                         "unknown tool")
+    row, call = tool.dimensions, (tool.dimensions, None)
+    if isinstance(arguments, dict):
+        row = _with_secret_paths(row, secret_paths(arguments))
+        call = call_dimensions(row, arguments)  # once: the rules read it, the audit line records it
+    decision = _decide_tool(policy, tool, arguments, flow, row, call)
+    return dataclasses.replace(decision, dimensions=call[0] if isinstance(arguments, dict) else None)
+
+
+def _decide_tool(policy: Policy, tool: ToolState, arguments, flow: str | None, row: dict | None,
+                 call: tuple[dict | None, str | None]) -> Decision:
+    """Steps 1-11 for a listed tool: ``row`` its dimension row with the secret files the arguments name,
+    ``call`` (`call_dimensions` of it: this call's row, the argument rule's verdict)."""
     if tool.server is None:
         return Decision("refuse", f"'{tool.name}' is listed from a registry file, not served by any MCP server",
                         "not callable")
@@ -248,16 +270,13 @@ def decide_call(policy: Policy, tool: ToolState | None, arguments=None, flow: st
     if tool.unavailable is not None:
         return Decision("refuse", tool.unavailable, "unavailable")
     secrets = ()
-    row = tool.dimensions
     level, source = tool.level, tool.source
     if arguments is not None:
         errors = schema_errors(tool.definition.get("inputSchema") or {"type": "object"}, arguments)
         if errors:
             return Decision("refuse", f"the arguments do not match the input schema of '{tool.name}': "
                                       + "; ".join(errors), "schema")
-        found = find_secrets(arguments)
-        secrets = tuple({"path": f.path, "kind": f.kind} for f in found)
-        row = _with_secret_paths(row, secret_paths(arguments))
+        secrets = tuple({"path": f.path, "kind": f.kind} for f in find_secrets(arguments))
         if row is not tool.dimensions and source != "declared":
             level, source = row_level(row), describe(row)
     what = f"risk level {level} ({source})"
@@ -278,7 +297,7 @@ def decide_call(policy: Policy, tool: ToolState | None, arguments=None, flow: st
         kinds = ", ".join(sorted({s["kind"] for s in secrets}))
         return _ask(policy, f"the arguments hold a secret ({kinds}) and '{tool.name}' may send it outside "
                             f"(public sink, open-world or unannotated); {what}", "secret in arguments", secrets)
-    d = decide(policy, (tool.name,), level, source, row, arguments, flow)
+    d = _decide_row(policy, (tool.name,), level, source, *call, flow)
     return dataclasses.replace(d, secrets=secrets)
 
 
