@@ -163,3 +163,44 @@ def test_lab_note_checkers_flag_a_planted_timing_and_date(tmp_path):
                        'class C:\n    """Built 2026-11-30; one step per 2 minutes."""\n')
     assert [t.split(":", 2)[1] for t in timed_lines([planted])] == ["3", "12", "8"]
     assert dated_lines([planted]) == [f"{planted}:12"]
+
+
+MAX_MODULE_LINES = 600
+DEFERRED = "# deferred:"
+
+
+def undeclared_deferred_imports(root: Path) -> list[str]:
+    """``file:line`` of every import inside a function or class that no ``# deferred: why`` comment introduces: the
+    comment stands on the line above the import, or above the run of import lines (and blank lines) it belongs to."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in top:
+                continue
+            i = node.lineno - 2  # the line above, 0-based
+            while i >= 0 and (not lines[i].strip() or re.match(r"\s*(from \S+ )?import ", lines[i])):
+                i -= 1
+            if i < 0 or not lines[i].strip().startswith(DEFERRED):
+                out.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return out
+
+
+def test_imports_stand_at_the_top_or_say_why_not():
+    assert undeclared_deferred_imports(PACKAGE) == []
+
+
+def test_deferred_import_checker(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("import os\n\n\ndef f():\n    # deferred: heavy\n    import json\n\n    import re\n"
+                              "    return json, re\n\n\ndef g():\n    x = 1\n    import json\n    return x, json\n")
+    assert undeclared_deferred_imports(pkg) == ["pkg/m.py:14"]
+
+
+def test_no_package_module_is_over_600_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import numpy as np
@@ -155,3 +156,19 @@ def test_full_pool_graph_smoothing(demo):
     assert float(np.abs(np.asarray(parts.graph)).max()) > 1e-3
     np.testing.assert_array_equal(full.rank(q), np.asarray(rank_order(parts.total))[:, :5])
     np.testing.assert_array_equal(full.rank(q[:3]), full.rank(q)[:3])  # another query bucket, same lists
+
+
+def test_prepared_is_built_once_and_follows_the_arrays(demo):
+    """``with_config`` copies share the stages' prepared inputs (adding the BM25 index when a config needs it);
+    a ranker whose arrays changed builds its own, so no stale graph or embedding is ever used."""
+    bench, t_emb, _, ranker, q = demo
+    assert ranker.prepared.bm25 is None  # no first stage needs it
+    lam0 = ranker.with_config(dataclasses.replace(ranker.config, lam=0.0))
+    assert lam0.prepared is ranker.prepared
+    hybrid = ranker.with_config(dataclasses.replace(ranker.config, first_stage="hybrid"))
+    assert hybrid.prepared.bm25 is not None and hybrid.prepared.device is ranker.prepared.device
+    no_graph = dataclasses.replace(ranker, graph=None)
+    assert no_graph.prepared is not ranker.prepared and no_graph.prepared.graph_tables is None
+    np.testing.assert_array_equal(no_graph.rank(q),
+                                  ranker.with_config(dataclasses.replace(ranker.config, alpha=0.0)).rank(q))
+    assert not np.array_equal(no_graph.rank(q), ranker.rank(q))  # the graph moved some tools

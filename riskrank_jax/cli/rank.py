@@ -20,6 +20,7 @@ files_argument = click.argument("files", nargs=-1, required=True, type=click.Pat
 
 
 def _gather_queries(query_texts, queries_file) -> list[str]:
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.rank.query_log import read_queries
     from riskrank_jax.rank.ranker import check_queries
 
@@ -33,6 +34,7 @@ def _gather_queries(query_texts, queries_file) -> list[str]:
 def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations):
     """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
     skipped built-in tools are reported as `warning:` lines on stderr."""
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder, load_encoder_lazily
     from riskrank_jax.paths import resolve_cache_dir
@@ -109,6 +111,7 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     annotations (see `riskrank-jax registry audit` and docs/registry.md). Embeddings are cached by text,
     so a second run over the same files is fast.
     """
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.rank.explain import explain_query, to_text
 
     queries = _gather_queries(query_texts, queries_file)
@@ -136,6 +139,7 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
 def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
     """The TuneConfig of --tune-encoder: FIT_TUNE_CONFIG with --tune-set KEY=VALUE, --tune-layers and
     --tune-epochs applied; None without --tune-encoder (then none of them may be given)."""
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.model.encoder_tune import TuneConfig
     from riskrank_jax.rank.fit import FIT_TUNE_CONFIG
 
@@ -206,6 +210,7 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
     fine-tuned as well and that ranker is saved when it beats both, tuned again on every request unless the log
     is long enough that the step budget cut its epochs.
     """
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.paths import resolve_cache_dir

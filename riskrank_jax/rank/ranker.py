@@ -33,7 +33,6 @@ same stage functions on the same arrays, and nothing calls back into the object 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +78,7 @@ class RankConfig:
     "dense", cosine units; zero-shot with "hybrid", per-query standard deviations (λ = 0.5 moves a tool of
     risk score 1 down by half the spread of that query's scores). Risk scores lie in [0, 1].
 
-    Request stages, applied to the first stage's scores before the penalty (``rank.request_stages``):
+    Request stages, applied to the first stage's scores before the penalty (``stages.request_stages``):
     multi_step splits a request into its steps (``retrieve.steps``: clauses, enumerations, conjunctions, file
     paths), scores each and adds step_weight × the best step's z-score to the whole request's (at most
     max_steps steps); server_context adds server_weight × the z-score of the tool's server (its name and
@@ -287,11 +286,11 @@ class Ranker:
         """float32 [Q, N]: the first stage's scores after the request stages (cosine; BM25 or the hybrid fusion
         need q_texts)."""
         q = stages.query_array(self.prepared, q_emb)
-        return np.asarray(stages.request_stages(self.prepared, self.config, q, q_texts, self.encode_queries))
+        return np.asarray(stages.request_stages(self.prepared, self.config, q, q_texts, self.encoder))
 
     def scores(self, q_emb, q_texts=None) -> ScoreParts:
         """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N] (``stages.score_parts``)."""
-        return stages.score_parts(self.prepared, self.config, q_emb, q_texts, self.encode_queries)
+        return stages.score_parts(self.prepared, self.config, q_emb, q_texts, self.encoder)
 
     def _checked_k(self, k) -> int:
         k = self.config.k if k is None else int(k)
@@ -301,24 +300,18 @@ class Ranker:
 
     def rank(self, q_emb, k: int | None = None, q_texts=None) -> np.ndarray:
         """int32 [Q, k] tool ids, best first (k defaults to config.k; ``stages.ranked``)."""
-        return stages.ranked(self.prepared, self.config, q_emb, q_texts, self._checked_k(k), self.encode_queries)
+        return stages.ranked(self.prepared, self.config, q_emb, q_texts, self._checked_k(k), self.encoder)
 
     def query_encoder(self):
-        """The encoder that embeds queries (RankerError when the ranker was built without one)."""
+        """The encoder that embeds requests (RankerError when the ranker was built without one)."""
         if self.encoder is None:
             raise RankerError(f"this ranker was built with encoder {self.encoder_id!r}; pass that encoder "
                               "(dataclasses.replace(ranker, encoder=load_encoder(...)))")
         return self.encoder
 
     def encode_queries(self, queries) -> np.ndarray:
-        """float32 [Q, d] query embeddings (no disk cache). A few requests run as one compact encoder batch
-        (``Encoder.encode(..., compact=True)``: a query of 9 to 16 tokens runs as 1 x 16 tokens, not 4 x 128);
-        more, or an encoder without the compact path, in batches of at most 64 padded to a power of two."""
-        enc, queries = self.query_encoder(), list(queries)
-        if getattr(enc, "supports_compact", False):
-            return np.asarray(enc.encode(queries, batch_size=64, progress=False, compact=True), np.float32)
-        batch = min(64, 1 << math.ceil(math.log2(max(len(queries), 1))))
-        return np.asarray(enc.encode(queries, batch_size=batch, progress=False), np.float32)
+        """float32 [Q, d] request embeddings by this ranker's encoder (``stages.embed_requests``)."""
+        return stages.embed_requests(self.query_encoder(), queries)
 
     def rank_queries(self, queries, k: int | None = None, *, min_score: float | None = None, q_emb=None):
         """Rank tools for query texts: list (one per query) of lists of ``hits.ToolHit`` (name, score,
@@ -330,7 +323,7 @@ class Ranker:
         k = self._checked_k(k)
         q_emb = self.encode_queries(queries) if q_emb is None else q_emb
         ids, total, rel = stages.ranked_with_scores(self.prepared, self.config, q_emb, queries, k,
-                                                    self.encode_queries)
+                                                    self.encoder)
         return make_hits(ids, total, rel, self.tool_names, self.risk_levels, self.risk_source, min_score)
 
     # ------------------------------------------------------------------------------------ persistence

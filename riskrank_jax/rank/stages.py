@@ -1,8 +1,9 @@
 """The ranking pipeline of one registry: small pure stages, composed once, that every caller walks down in order.
 
-    prepared = prepare(ranker)                                    # built once per registry, reused by every config
-    ids = ranked(prepared, config, q_emb, q_texts, k, encode)     # int32 [Q, k]
-    parts = score_parts(prepared, config, q_emb, q_texts, encode)  # ScoreParts, each [Q, N]
+    prepared = prepare(ranker)                                  # built once per registry, reused by every config
+    q_emb = embed_requests(encoder, texts)                      # float32 [Q, d]
+    ids = ranked(prepared, config, q_emb, texts, k, encoder)    # int32 [Q, k]; encoder: for the request's steps
+    parts = score_parts(prepared, config, q_emb, texts, encoder)  # ScoreParts, each [Q, N]
 
 The stages, in the order a request meets them (each a function of this module):
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +46,6 @@ from riskrank_jax.scoring import penalise, rank_order, top_order
 
 MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
 
-# what embeds texts for the multi-step stage: list of str -> float32 [n, d]
-Encode = Callable[[list], np.ndarray]
 
 
 class ScoreParts(NamedTuple):
@@ -127,6 +126,21 @@ def query_bucket(n: int) -> int:
 # ---------------------------------------------------------------------------------------------- first stage
 
 
+def embed_requests(encoder, texts) -> np.ndarray:
+    """float32 [Q, d] embeddings of request texts by ``encoder`` (no disk cache: requests rarely repeat). A few
+    requests run as one compact encoder batch (``Encoder.encode(..., compact=True)``: a request of 9 to 16 tokens
+    runs as 1 x 16 tokens, not 4 x 128); more, or an encoder without the compact path, in batches of at most 64
+    padded to a power of two."""
+    if encoder is None:
+        raise RankerError("this ranker has no encoder to embed requests with; pass one "
+                          "(dataclasses.replace(ranker, encoder=load_encoder(...)))")
+    texts = list(texts)
+    if getattr(encoder, "supports_compact", False):
+        return np.asarray(encoder.encode(texts, batch_size=64, progress=False, compact=True), np.float32)
+    batch = min(64, 1 << math.ceil(math.log2(max(len(texts), 1))))
+    return np.asarray(encoder.encode(texts, batch_size=batch, progress=False), np.float32)
+
+
 @jax.jit
 def _hybrid_scores(q_emb, tool_emb, bm25, weight):
     """hybrid.fuse(cosine, bm25, weight): [Q, d], [N, d], [Q, N] -> [Q, N]."""
@@ -165,9 +179,9 @@ def _scored(p: Prepared, config, q, q_texts):
     return server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts))
 
 
-def request_stages(p: Prepared, config, q, q_texts, encode: Encode):
+def request_stages(p: Prepared, config, q, q_texts, encoder):
     """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, and with
-    multi_step the request's paths as words, its steps (``retrieve.steps.pack_steps``) embedded by ``encode`` and
+    multi_step the request's paths as words, its steps (``retrieve.steps.pack_steps``) embedded by ``encoder`` and
     scored the same way, the best step's z-score added (``retrieve.steps.fuse_steps``). Splitting a request is text
     work on the host, so this stage is not jitted; what follows is."""
     if not config.multi_step:
@@ -178,7 +192,7 @@ def request_stages(p: Prepared, config, q, q_texts, encode: Encode):
     changed = [i for i, (a, b) in enumerate(zip(whole_texts, q_texts)) if a != b]
     flat, index = steps.pack_steps(q_texts, config.max_steps)
     new = [whole_texts[i] for i in changed] + flat
-    emb = encode(new) if new else np.zeros((0, q.shape[1]), np.float32)
+    emb = embed_requests(encoder, new) if new else np.zeros((0, q.shape[1]), np.float32)
     whole_q = np.array(q, np.float32)
     whole_q[changed] = emb[:len(changed)]
     whole = _scored(p, config, whole_q, whole_texts)
@@ -200,15 +214,15 @@ def query_array(p: Prepared, q_emb) -> np.ndarray:
     return q
 
 
-def stage_inputs(p: Prepared, config, q_emb, q_texts, encode: Encode):
+def stage_inputs(p: Prepared, config, q_emb, q_texts, encoder):
     """(q [B, d], request-staged first-stage scores [B, N], Q) on the device, padded to the query bucket B. When Q
     is a bucket size already (one request) nothing is padded and the first stage's scores stay on the device."""
     q = query_array(p, q_emb)
     n_q, pad = q.shape[0], query_bucket(q.shape[0]) - q.shape[0]
     if pad == 0:
         q = jnp.asarray(q)
-        return q, jnp.asarray(request_stages(p, config, q, q_texts, encode)), n_q
-    first = np.asarray(request_stages(p, config, q, q_texts, encode))
+        return q, jnp.asarray(request_stages(p, config, q, q_texts, encoder)), n_q
+    first = np.asarray(request_stages(p, config, q, q_texts, encoder))
     return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
 
 
@@ -291,10 +305,10 @@ def candidate_top_k(device, cand_scores, cand, first, config, k: int):
 # ---------------------------------------------------------------------------------------------- the composition
 
 
-def score_parts(p: Prepared, config, q_emb, q_texts, encode: Encode) -> ScoreParts:
+def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25, hybrid and multi-step), each [Q, N]; with
     n_candidates the tools beyond the candidates score −inf in total and 0 in graph."""
-    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
         total = graph_stage(p, config, pen)
@@ -308,9 +322,9 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encode: Encode) -> ScorePar
     return ScoreParts(*(x[:n_q] for x in parts))
 
 
-def ranked(p: Prepared, config, q_emb, q_texts, k: int, encode: Encode) -> np.ndarray:
+def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
-    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     if config.n_candidates is None:
         _, _, pen = risk_stage(p.device, q, first, config)
         ids = top_k(p.device, graph_stage(p, config, pen), config, k)
@@ -320,19 +334,19 @@ def ranked(p: Prepared, config, q_emb, q_texts, k: int, encode: Encode) -> np.nd
     return np.asarray(ids[:n_q])
 
 
-def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encode: Encode):
+def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder):
     """(ids int32 [Q, k], total [Q, k], relevance [Q, k]) as numpy: ``ranked`` and the scores of the tools it
     returns, from one walk down the stages (with n_candidates: the ranking's and the full scores' walks)."""
     if config.n_candidates is not None:
-        ids = ranked(p, config, q_emb, q_texts, k, encode)
-        parts = score_parts(p, config, q_emb, q_texts, encode)
+        ids = ranked(p, config, q_emb, q_texts, k, encoder)
+        parts = score_parts(p, config, q_emb, q_texts, encoder)
         return (ids, *(np.take_along_axis(np.asarray(x), ids, -1) for x in (parts.total, parts.relevance)))
-    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encode)
+    q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
     ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
     return tuple(np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
 
 
-__all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "first_stage_scores", "request_stages",
+__all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
            "server_context_stage", "stage_inputs", "risk_stage", "graph_stage", "candidate_stage", "top_k",
            "top_k_with_parts", "candidate_top_k", "score_parts", "ranked", "ranked_with_scores", "needs_bm25"]
