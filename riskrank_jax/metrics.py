@@ -190,17 +190,10 @@ def recall_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
 
 @_jit_k
 def success_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
-    """Success at k: whether any gold tool is in the top k.
+    """Success at k: whether any gold tool is in the top k; arguments and shapes as ``recall_at_k``, float32
+    [...] of 0/1.
 
     Success@k = 1[|gold ∩ top-k| > 0].
-
-    Args:
-      ranking: int32 [..., L] tool indices, best first.
-      gold: int32 [..., G] gold tools, padded with -1.
-      k: cut-off (keyword-only, static).
-
-    Returns:
-      float32 [...] of 0/1.
     """
     return jnp.any(_is_gold(_top(ranking, k), gold), axis=-1).astype(jnp.float32)
 
@@ -208,17 +201,9 @@ def success_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
 @_jit_k
 def complete_at_k(ranking: jax.Array, gold: jax.Array, *, k: int) -> jax.Array:
     """Complete at k: whether every gold tool is in the top k (a request that needs several tools is served only
-    when the list holds all of them).
+    when the list holds all of them); arguments and shapes as ``recall_at_k``, float32 [...] of 0/1.
 
     Complete@k = 1[gold ⊆ top-k]; 0 when |gold| = 0.
-
-    Args:
-      ranking: int32 [..., L] tool indices, best first.
-      gold: int32 [..., G] gold tools, padded with -1.
-      k: cut-off (keyword-only, static).
-
-    Returns:
-      float32 [...] of 0/1.
     """
     hits = jnp.sum(_is_gold(_top(ranking, k), gold), axis=-1)
     n = _n_gold(gold)

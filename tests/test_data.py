@@ -12,7 +12,7 @@ import pytest
 
 from riskrank_jax.data import benchmark_stats, load_benchmark
 from riskrank_jax.permissions import permission_mask
-from riskrank_jax.data.ultratool import fold_assignment
+from riskrank_jax.data.ultratool import fold_assignment, gold_ids
 from riskrank_jax.errors import DataError
 
 # ---------------------------------------------------------------- fixtures in the official formats
@@ -261,12 +261,12 @@ def test_real_data_stats_cli_json(real_data_dir):
 
 
 def test_gold_ids_resolve_names_in_order_once_and_name_the_bad_line(tmp_path):
-    from riskrank_jax.data.ultratool import gold_ids
-
     index = {"a": 0, "b": 1, "c": 2}
-    assert gold_ids([{"tool": "c"}, {"tool": "a"}, {"tool": "c"}], "reference", "tool", index, tmp_path, 3) == [2, 0]
-    assert gold_ids([], "tools", "name", index, tmp_path, 3) == []
+    assert gold_ids([{"tool": "c"}, {"tool": "a"}, {"tool": "c"}], "reference", "tool", index, tmp_path, 3,
+                    missing="none") == [2, 0]
+    with pytest.raises(DataError, match=r":3: record has no tool in 'tools'"):
+        gold_ids([], "tools", "name", index, tmp_path, 3, missing="record has no tool in 'tools'")
     with pytest.raises(DataError, match=r":7: gold tool 'zz' is not in the tool pool"):
-        gold_ids([{"name": "a"}, {"name": "zz"}], "tools", "name", index, tmp_path / "dev.json", 7)
+        gold_ids([{"name": "a"}, {"name": "zz"}], "tools", "name", index, tmp_path / "dev.json", 7, missing="none")
     with pytest.raises(DataError, match=r":2: each 'reference' item needs a string 'tool'"):
-        gold_ids([{"tool": 5}], "reference", "tool", index, tmp_path / "tool_usage.json", 2)
+        gold_ids([{"tool": 5}], "reference", "tool", index, tmp_path / "tool_usage.json", 2, missing="none")

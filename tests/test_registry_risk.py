@@ -97,18 +97,17 @@ def _keyword_groups(sources: tuple[str, ...]) -> list[str]:
     return [g for s in sources if s.startswith("keywords:") for g in s.split(":", 1)[1].split("+")]
 
 
-def test_the_papers_permission_categories_are_unchanged():
+def documented_categories(method_md: str) -> dict[str, tuple[str, ...]]:
+    """The permission-category table of docs/method.md ("| category | keywords |" rows) as {category: keywords}."""
+    table = method_md.split("| category | keywords |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines()]
+    return {name: tuple(k.strip() for k in keywords.split(",")) for name, keywords in rows}
+
+
+def test_the_papers_permission_categories_are_the_documented_ones():
     # the benchmark reproduction (ToolGraph permission edges, rule filter) reads these; the groups are apart
-    assert PERMISSION_CATEGORIES == {
-        "shell": ("execute", "shell", "command", "bash", "terminal", "subprocess", "run script"),
-        "write": ("write file", "create file", "modify file", "delete", "save file", "overwrite",
-                  "append to file", "file write"),
-        "network": ("http", "https", "request", "api call", "download", "upload", "fetch url", "web request",
-                    "url", "endpoint"),
-        "secret": ("password", "token", "credential", "secret", "api key", "authentication", "login", "oauth"),
-        "code": ("python", "javascript", "script", "compile", "eval", "exec", "code execution", "run code",
-                 "interpreter"),
-    }
+    method_md = (Path(__file__).resolve().parent.parent / "docs" / "method.md").read_text()
+    assert PERMISSION_CATEGORIES == documented_categories(method_md)
     assert CATEGORY_NAMES == ("shell", "write", "network", "secret", "code")
     assert DEFAULT_KEYWORD_FLOORS == {"shell": 3, "write": 3, "secret": 3, "code": 2, "network": 1}
     reg = load_registry([RISKY])

@@ -39,9 +39,11 @@ def read_pool(label_file: Path) -> tuple[ToolRegistry, dict]:
     return ToolRegistry.build(names, descs, risk, source=str(label_file)), notes
 
 
-def gold_ids(items: list, list_key: str, name_key: str, index: dict[str, int], path: Path, line: int) -> list[int]:
+def gold_ids(items: list, list_key: str, name_key: str, index: dict[str, int], path: Path, line: int, *,
+             missing: str) -> list[int]:
     """Pool ids of the tools that ``items`` (the list under ``list_key`` of one record) name under ``name_key``, in
-    order, each once; a malformed item or a name outside the pool is a DataError at path:line."""
+    order, each once; a malformed item, a name outside the pool or no item at all (the DataError ``missing``) is
+    a DataError at path:line."""
     ids: list[int] = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get(name_key), str):
@@ -50,12 +52,21 @@ def gold_ids(items: list, list_key: str, name_key: str, index: dict[str, int], p
             raise DataError(f"gold tool '{item[name_key]}' is not in the tool pool", path, line)
         if index[item[name_key]] not in ids:
             ids.append(index[item[name_key]])
+    if not ids:
+        raise DataError(missing, path, line)
     return ids
+
+
+def query_set(prefix: str, rows: list[tuple[str, list[int]]], path: Path, empty: str) -> QuerySet:
+    """The QuerySet of (text, gold ids) rows, query ids "<prefix>-<i>"; no rows is the DataError ``empty``."""
+    if not rows:
+        raise DataError(empty, path)
+    return QuerySet.build([f"{prefix}-{i}" for i in range(len(rows))], [t for t, _ in rows], [g for _, g in rows])
 
 
 def read_tool_usage(path: Path, index: dict[str, int]) -> tuple[QuerySet, list[str]]:
     """Rebuild the step queries; also return each record's `question` (to align with test.json)."""
-    ids, texts, gold, questions = [], [], [], []
+    rows, questions = [], []
     for line, rec in read_jsonl(path):
         steps = require(rec, "input", path, line, list)
         reference = require(rec, "reference", path, line, list)
@@ -68,33 +79,19 @@ def read_tool_usage(path: Path, index: dict[str, int]) -> tuple[QuerySet, list[s
         text = " ".join(parts).strip()
         if not text:
             raise DataError("no 'input' step carries a 'tool' key, so the query is empty", path, line)
-        g = gold_ids(reference, "reference", "tool", index, path, line)
-        if not g:
-            raise DataError("no gold tool in 'reference'", path, line)
-        ids.append(f"ultratool-test-{len(ids)}")
-        texts.append(text)
-        gold.append(g)
+        rows.append((text, gold_ids(reference, "reference", "tool", index, path, line,
+                                    missing="no gold tool in 'reference'")))
         questions.append(str(rec.get("question", "")))
-    if not texts:
-        raise DataError("no queries", path)
-    return QuerySet.build(ids, texts, gold), questions
+    return query_set("ultratool-test", rows, path, "no queries"), questions
 
 
 def read_question_file(path: Path, index: dict[str, int], prefix: str) -> QuerySet:
     """test.json / dev.json records as training queries: `question` text, gold = names in `tools`."""
-    ids, texts, gold = [], [], []
-    for line, rec in read_jsonl(path):
-        text = require(rec, "question", path, line).strip()
-        tools = require(rec, "tools", path, line, list)
-        g = gold_ids(tools, "tools", "name", index, path, line)
-        if not g:
-            raise DataError("record has no tool in 'tools'", path, line)
-        ids.append(f"{prefix}-{len(ids)}")
-        texts.append(text)
-        gold.append(g)
-    if not texts:
-        raise DataError("no records", path)
-    return QuerySet.build(ids, texts, gold)
+    rows = [(require(rec, "question", path, line).strip(),
+             gold_ids(require(rec, "tools", path, line, list), "tools", "name", index, path, line,
+                      missing="record has no tool in 'tools'"))
+            for line, rec in read_jsonl(path)]
+    return query_set(prefix, rows, path, "no records")
 
 
 def fold_assignment(n: int, n_folds: int = N_FOLDS, seed: int = FOLD_SEED) -> np.ndarray:

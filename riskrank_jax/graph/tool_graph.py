@@ -52,18 +52,18 @@ EDGE_TYPES: tuple[str, ...] = ("cooccur", "semantic", "permission", "risk_cooccu
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """Thresholds and weights of the ToolGraph (docs/method.md §4)."""
+    """Thresholds and weights of the ToolGraph (docs/method.md §4), one pair per edge type."""
 
-    cooccur_min_count: int = 2
-    cooccur_weight: float = 0.4
-    semantic_threshold: float = 0.65
-    semantic_weight: float = 0.3
-    permission_min_shared: int = 1
-    permission_weight: float = 0.15
+    cooccur_min_count: int = 2  # co-occurrence: the pair is gold together in at least this many training queries
+    cooccur_weight: float = 0.4  # ... and adds this times count / max count
+    semantic_threshold: float = 0.65  # semantic: the description embeddings' cosine is above this
+    semantic_weight: float = 0.3  # ... and adds this times the cosine
+    permission_min_shared: int = 1  # permission overlap: the tools share at least this many categories
+    permission_weight: float = 0.15  # ... and add this times shared / n_permission_categories
     n_permission_categories: int = 5
-    risk_threshold: int = RISK_THRESHOLD
-    risk_min_cooccur: int = 1
-    risk_weight: float = 0.15
+    risk_threshold: int = RISK_THRESHOLD  # risk co-occurrence: both tools of risk >= this,
+    risk_min_cooccur: int = 1  # ... gold together in at least this many training queries,
+    risk_weight: float = 0.15  # ... add this
     block_size: int = 1024  # rows per block of the N x N cosine / overlap products (memory bound)
 
 
