@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _config(args):
     from riskrank_jax.cli.options import parse_bytes
-    from riskrank_jax.experiments.config import default_config, with_overrides
+    from riskrank_jax.experiments.config import default_config
 
-    return with_overrides(default_config(args.benchmark), {
-        "train.epochs": args.epochs, "risk_head.epochs": 3 * args.epochs,
+    return default_config(args.benchmark, {
+        "train.epochs": args.epochs,
         "runtime.memory_budget": parse_bytes(args.memory_budget), "eval.smoothing_benchmark": False})
 
 
@@ -64,7 +64,7 @@ def prepare(args) -> None:
     """Train every run the variants need (few epochs / reranker steps) and pickle them to --runs-cache."""
     from riskrank_jax.experiments import beyond
     from riskrank_jax.experiments.stages import train_run
-    from riskrank_jax.experiments.run import risk_only_scores
+    from riskrank_jax.experiments.stages import risk_only_scores
     from riskrank_jax.experiments.variants import TRAINING_RUNS
     from riskrank_jax.model.rerank import RerankConfig
     from riskrank_jax.model.risk_head import RiskHeadConfig
@@ -89,7 +89,7 @@ def prepare(args) -> None:
 def measure(args) -> None:
     """The timed stages in this process; writes {"seconds", "peak_rss_mb", "rss_before_mb"} and the outputs."""
     from riskrank_jax.experiments import beyond
-    from riskrank_jax.experiments import run as sweep
+    from riskrank_jax.experiments import paper as sweep
     from riskrank_jax.experiments.stages import StageLog, peak_rss_mb
     from riskrank_jax.experiments.variants import select_variants
 

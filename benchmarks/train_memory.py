@@ -58,7 +58,7 @@ def main() -> None:
     from riskrank_jax.encode.encoder import load_encoder
     from riskrank_jax.experiments import beyond
     from riskrank_jax.experiments.stages import embed_all, train_run
-    from riskrank_jax.experiments.config import default_config, with_overrides
+    from riskrank_jax.experiments.config import default_config
     from riskrank_jax.experiments.variants import TRAINING_RUNS
 
     budget = parse_bytes(args.memory_budget)
@@ -70,8 +70,7 @@ def main() -> None:
         del encoder
         gc.collect()
     run = TRAINING_RUNS[args.stage]
-    sweep_cfg = with_overrides(default_config(args.benchmark), {"train.epochs": args.epochs,
-                                                               "risk_head.epochs": 3 * args.epochs})
+    sweep_cfg = default_config(args.benchmark, {"train.epochs": args.epochs})  # risk_head.epochs follows
     cfg = run.make(sweep_cfg, bench.tools.size)
     seeds = (42, 123, 777)
     extra = {}

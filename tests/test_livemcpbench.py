@@ -14,6 +14,7 @@ import pytest
 from riskrank_jax import metrics
 from riskrank_jax.data.livemcpbench import load_livemcpbench, risk_labels, tool_mentions
 from riskrank_jax.errors import DataError
+from riskrank_jax.experiments.family import RUN_FIELDS
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig, Ranker
 from riskrank_jax.retrieve import servers, steps
 
@@ -308,10 +309,11 @@ def test_the_defaults_rule_takes_the_largest_safe_lambda():
 
 def test_the_sweep_rows_on_the_fixture(bench, encoder, tmp_path):
     from riskrank_jax.experiments import livemcp
-    from riskrank_jax.experiments.config import default_config, with_overrides
+    from riskrank_jax.experiments.config import default_config
+    from riskrank_jax.experiments.run import run_benchmark
 
-    cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": "", "runtime.cache_dir": str(tmp_path)})
-    res = livemcp.run_livemcpbench(cfg, tmp_path / "out", bench=bench, encoder=encoder, report_to=lambda s: None)
+    cfg = default_config("livemcpbench", {"mcp.risk_labels": "", "runtime.cache_dir": str(tmp_path)})
+    res = run_benchmark(cfg, tmp_path / "out", bench=bench, encoder=encoder, report_to=lambda s: None)
     assert set(res["rows"]) == set(livemcp.ROWS) and res["rank_default"] == "ranker_server"
     for name, row in res["rows"].items():
         assert row["rvr@5"] == "not labelled"
@@ -321,8 +323,14 @@ def test_the_sweep_rows_on_the_fixture(bench, encoder, tmp_path):
     assert res["rows"]["two_stage"]["recall@5"] <= 1.0 and res["tasks_without_gold"] == ["t-none"]
     text = (tmp_path / "out" / "livemcpbench" / "tables.md").read_text()
     assert "`open_document` (task t-save)" in text and "not labelled" in text and "shared" not in text.lower()
-    again = livemcp.run_livemcpbench(cfg, tmp_path / "out2", bench=bench, encoder=encoder, report_to=lambda s: None)
+    again = run_benchmark(cfg, tmp_path / "out2", bench=bench, encoder=encoder, report_to=lambda s: None)
     assert again["rows"] == res["rows"]  # deterministic
+    # the skeleton's common fields, as every family's results.json has them
+    saved = json.loads((tmp_path / "out" / "livemcpbench" / "results.json").read_text())
+    assert set(RUN_FIELDS) <= set(saved) and saved["config"]["mcp"]["risk_labels"] == ""
+    lines = []
+    reused = run_benchmark(cfg, tmp_path / "out", bench=bench, encoder=encoder, report_to=lines.append)
+    assert reused["run_key"] == saved["run_key"] and lines[-1].startswith("[livemcpbench] reusing your run of ")
 
 
 def _transfer_trained(committed) -> bool:
@@ -339,13 +347,14 @@ def _transfer_trained(committed) -> bool:
 def test_the_committed_livemcpbench_results_are_reproduced(tmp_path, real_root):
     """A rerun of the sweep on the real files gives the committed rows (within the cross-machine tolerance)."""
     from riskrank_jax.experiments import livemcp
-    from riskrank_jax.experiments.config import default_config, with_overrides
+    from riskrank_jax.experiments.config import default_config
+    from riskrank_jax.experiments.run import run_benchmark
     from riskrank_jax.paths import REFERENCE_RESULTS_DIR
 
     committed = json.loads((REFERENCE_RESULTS_DIR / "livemcpbench" / "results.json").read_text())
-    cfg = with_overrides(default_config("livemcpbench"), {"mcp.risk_labels": committed["config"]["mcp"]["risk_labels"]})
+    cfg = default_config("livemcpbench", {"mcp.risk_labels": committed["config"]["mcp"]["risk_labels"]})
     # the transfer rows are compared when their models are in the checkpoints (a fresh checkout would train them)
-    res = livemcp.run_livemcpbench(cfg, tmp_path, report_to=lambda s: None, transfer=_transfer_trained(committed))
+    res = run_benchmark(cfg, tmp_path, report_to=lambda s: None, transfer=_transfer_trained(committed))
     committed["rows"] = {k: v for k, v in committed["rows"].items() if k in res["rows"]}
     assert list(res["rows"]) == list(committed["rows"])
     assert set(res["rows"]) >= set(livemcp.ROWS)

@@ -197,10 +197,11 @@ def test_results_record_the_config_tree_and_the_run_key_ignores_non_result_leave
 def test_set_from_the_command_line_reaches_results_and_the_computation(sweep_run, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
+    from riskrank_jax.experiments import paper
     from riskrank_jax.experiments import run as run_mod
     from riskrank_jax.sweep import main
 
-    monkeypatch.setattr(run_mod, "load_benchmark", lambda name, data_dir=None: tiny_benchmark())
+    monkeypatch.setattr(paper, "load_benchmark", lambda name, data_dir=None: tiny_benchmark())
     monkeypatch.setattr(run_mod, "load_encoder_lazily", lambda path=None: BagOfWordsEncoder())
     args = ["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--checkpoint-dir",
             str(tmp_path / "ckpt"), "--seeds", "1", "--seeds", "2", "--epochs", "2", "--variants", "dense",

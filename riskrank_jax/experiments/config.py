@@ -17,6 +17,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from riskrank_jax.errors import ConfigError
 from riskrank_jax.graph.tool_graph import GraphConfig
@@ -25,6 +26,7 @@ from riskrank_jax.model.encoder_tune import TuneConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train_config import TrainConfig
+from riskrank_jax.paths import default_checkpoint_dir
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
@@ -105,6 +107,10 @@ class RuntimeConfig:
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     cache_dir: str | None = None
     checkpoint_dir: str | None = None
+
+    def checkpoint_root(self) -> Path:
+        """The checkpoint root as an absolute path: ``checkpoint_dir``, else the repository's checkpoints/."""
+        return Path(self.checkpoint_dir).resolve() if self.checkpoint_dir else default_checkpoint_dir()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-"""The LiveMCPBench sweep (``python -m riskrank_jax.sweep --benchmark livemcpbench``): real MCP servers' tools,
-multi-step requests, zero-shot rows side by side.
+"""LiveMCPBench as a family of the sweep skeleton (``experiments.run``; ``python -m riskrank_jax.sweep
+--benchmark livemcpbench``): real MCP servers' tools, multi-step requests, zero-shot rows side by side. The family
+supplies the data and the rows (``LIVEMCP``); run key, reuse, results.json and closing lines are the skeleton's,
+the tables ``experiments.livemcp_tables``.
 
 Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchmark's tasks):
 
@@ -26,7 +28,7 @@ error of the mean over tasks; RVR@5 = the share of the top 5 that must be confir
 (``mcp.risk_labels``; "not labelled" when it covers none of the tools); cost = the row's wall-clock seconds
 (ranking every task, after the shared embedding of tools and queries).
 
-Why its own sweep: there is nothing to train, the server of each tool is part of the data, and every row is a
+Why its own family: there is nothing to train, the server of each tool is part of the data, and every row is a
 ranker a user can run on their own servers.
 """
 
@@ -34,9 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
-from datetime import datetime
 from pathlib import Path
 
 import click
@@ -46,19 +46,27 @@ import numpy as np
 
 from riskrank_jax import metrics
 from riskrank_jax.data.livemcpbench import load_livemcpbench, risk_labels
+from riskrank_jax.data.ultratool import fold_assignment
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.errors import DataError
 from riskrank_jax.experiments import livemcp_defaults as defaults_by_servers
-from riskrank_jax.experiments.stages import StageLog, short_hash
+from riskrank_jax.experiments import livemcp_transfer as transfer
+from riskrank_jax.experiments.family import Family
+from riskrank_jax.experiments.livemcp_tables import livemcp_files, table_text
+from riskrank_jax.experiments.livemcp_transfer import CE_TOP
+from riskrank_jax.experiments.stages import StageLog
+from riskrank_jax.model.cross_encoder_train import candidates, rerank_relevance
 from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
+from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
+from riskrank_jax.rank.registry_inputs import registry_graph
+from riskrank_jax.registry import load_registry
 from riskrank_jax.retrieve import first_stage, hybrid, servers
-from riskrank_jax.scoring import top_order
+from riskrank_jax.scoring import rank_order_host, top_order
 
 RESULTS_VERSION = 1
 # the shipped MCP risk model the Ranker rows assess risk with: part of the run key
 RISK_MODEL_FILE = Path(__file__).resolve().parent.parent / "model" / "mcp_risk_model.npz"
 LIST_K = 10
-METRICS = ("ndcg@5", "recall@5", "recall@10", "complete@10")
 NOT_LABELLED = "not labelled"
 # row -> (what it is, the RankConfig fields it changes from DEFAULT_REGISTRY_CONFIG less its request stages
 # (``row_config``); None: not such a Ranker row)
@@ -104,7 +112,6 @@ TRANSFER_ROWS = {
     "cross_encoder_sealtools": ("ranker_server's top 20 reranked by the cross-encoder trained on Seal-Tools' training "
                                 "queries, its gate γ chosen on Seal-Tools' held-out queries", {"server_context": True}),
 }
-CE_TOP = 20  # ranker_server's candidates the cross-encoder reranks
 # rows that take a model trained on another benchmark and are not run here, and why
 NOT_RUN = {
     "sealtools_heads": "not run: the Seal-Tools-trained dual heads and correction reranker score the benchmark's own "
@@ -152,8 +159,6 @@ def _file_hash(path: Path | None) -> str | None:
 def tool_texts(bench) -> tuple[str, ...]:
     """Each tool's text as ``riskrank-jax rank`` embeds it (``registry.tool_text``: name words, description,
     parameters), read from the benchmark's server documents by the registry loader."""
-    from riskrank_jax.registry import load_registry
-
     texts = load_registry(list(bench.documents)).texts
     if len(texts) != bench.size:
         raise DataError(f"the registry reader kept {len(texts)} of {bench.size} tools", bench.source)
@@ -189,8 +194,6 @@ def baseline_rows(cfg, bench, texts, emb, k: int, timed) -> None:
 def row_config(cfg, change: dict):
     """The RankConfig of a Ranker row: ``DEFAULT_REGISTRY_CONFIG`` without request stages, the sweep's stage
     weights (``cfg.mcp``), then the row's ``change``."""
-    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
-
     base = {"server_context": False, "multi_step": False, "server_weight": cfg.mcp.server_weight,
             "sibling_weight": cfg.mcp.sibling_weight, "step_weight": cfg.mcp.step_weight}
     return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **{**base, **change})
@@ -198,8 +201,6 @@ def row_config(cfg, change: dict):
 
 def rank_default_row(cfg) -> str | None:
     """The Ranker row whose config is ``DEFAULT_REGISTRY_CONFIG`` (what ``riskrank-jax rank`` does), or None."""
-    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
-
     return next((name for name, (_, change) in ROWS.items()
                  if change is not None and row_config(cfg, change) == DEFAULT_REGISTRY_CONFIG), None)
 
@@ -250,8 +251,6 @@ def server_groups(of_tool, n_servers: int) -> np.ndarray:
 def with_server_graph(ranker, of_tool, n_servers: int):
     """``ranker`` with its graph rebuilt as ``from_registry`` builds it plus every pair of server siblings as a
     co-occurrence edge (``server_groups``)."""
-    from riskrank_jax.rank.registry_inputs import registry_graph
-
     graph = registry_graph(ranker.tool_emb, ranker.tool_texts, ranker.risk_levels, server_groups(of_tool, n_servers))
     return dataclasses.replace(ranker, graph=graph)
 
@@ -273,11 +272,7 @@ def _server_texts_in_order(bench) -> list[str]:
 def transfer_rows(cfg, bench, encoder, cache, rankers, k: int, timed) -> dict:
     """``TRANSFER_ROWS`` (``experiments.livemcp_transfer``: trained on Seal-Tools' training queries, or loaded from
     the checkpoints a previous sweep saved); returns {"tuned_encoder": how it trained, "cross_encoder": ...}."""
-    from riskrank_jax.experiments import livemcp_transfer as transfer
-    from riskrank_jax.paths import default_checkpoint_dir
-    from riskrank_jax.scoring import rank_order_host
-
-    ckpt = Path(cfg.runtime.checkpoint_dir).resolve() if cfg.runtime.checkpoint_dir else default_checkpoint_dir()
+    ckpt = cfg.runtime.checkpoint_root()
     ranker, text_ranker = rankers
     queries, info = list(bench.queries.texts), {}
     t0 = time.perf_counter()
@@ -294,8 +289,6 @@ def transfer_rows(cfg, bench, encoder, cache, rankers, k: int, timed) -> dict:
     timed("tuned_sealtools_text_steps", lambda: ranker_rankings(tuned_text, queries, row_config(cfg, change), k)[0])
 
     def cross():
-        from riskrank_jax.model.cross_encoder_train import candidates, rerank_relevance
-
         _, total = ranker_rankings(ranker, queries, row_config(cfg, TRANSFER_ROWS["cross_encoder_sealtools"][1]),
                                    k)
         cand = candidates(total, min(CE_TOP, bench.size))
@@ -310,8 +303,6 @@ def transfer_rows(cfg, bench, encoder, cache, rankers, k: int, timed) -> dict:
 def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
     """(tool texts, {"tools", "queries", "servers"} embeddings, (the registry Ranker, the one over texts with their
     servers'), {step: seconds}): what every row shares, the Ranker's programs compiled once by a warm-up run."""
-    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
-
     common, t0 = {}, time.perf_counter()
     texts = tool_texts(bench)
     emb = {"tools": embed_texts(encoder, list(texts), cache),
@@ -354,8 +345,6 @@ def cv_row(cfg, bench, ranker, k: int) -> tuple[np.ndarray, list[dict]]:
     """(int32 [Q, k] rankings, the weights chosen per fold) of ``ranker_server_steps_cv``: every task is ranked with
     the ``CV_GRID`` weights whose mean NDCG@5 is highest on the tasks of the other folds (ties: the first in grid
     order); folds from ``data.ultratool.fold_assignment`` (fixed seed) over the tasks."""
-    from riskrank_jax.data.ultratool import fold_assignment
-
     queries, gold = list(bench.queries.texts), bench.queries.gold
     q_emb, ids, ndcg = ranker.encode_queries(queries), [], []
     for s, b, g in CV_GRID:
@@ -427,185 +416,57 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
                           "whole labelled corpus, these tools included: their exposure here is measured in-sample"}}
 
 
-def run_livemcpbench(cfg, workdir: Path, *, force: bool = False, encoder_loader=None, report_to=click.echo,
-                     side_by_side: bool = False, bench=None, encoder=None, transfer: bool | None = None) -> dict:
-    """The LiveMCPBench sweep of ``cfg``: every row of ``ROWS`` on the benchmark under the data directory (or
-    ``bench``), results.json and tables.md under <workdir>/livemcpbench/; a results.json of the same run key is
-    reused unless ``force``. ``transfer``: also the ``TRANSFER_ROWS`` (default: when the benchmark is read from
-    the data directory; their models are trained once, on Seal-Tools' training queries, and then loaded from the
-    checkpoint root)."""
-    from riskrank_jax.encode.encoder import load_encoder_lazily
+# ---------------------------------------------------------------------------------------------- the family's steps
 
-    t0 = time.perf_counter()
-    log = StageLog("livemcpbench")
-    out_dir = Path(workdir) / "livemcpbench"
-    transfer = bench is None if transfer is None else bool(transfer)
-    if bench is None:
-        root = resolve_data_dir(cfg.data.data_dir) / "livemcpbench"
-        if not root.is_dir():
-            raise DataError(f"{root} does not exist: the livemcpbench benchmark is missing from the data directory "
-                            "(docs/data.md, 'LiveMCPBench')")
-        bench = log.run("load data", load_livemcpbench, root)
-    encoder = encoder if encoder is not None else log.run("load encoder", encoder_loader or load_encoder_lazily,
-                                                          cfg.encoder.path)
-    labels_path = _labels_path(cfg)
-    run_key = short_hash([cfg.result_key(), bench.fingerprint(), encoder.model_id, RESULTS_VERSION,
-                          _file_hash(labels_path), _file_hash(RISK_MODEL_FILE), sorted(ROWS),
-                          sorted(TRANSFER_ROWS) if transfer else None])
-    if not force:
-        try:
-            prev = json.loads((out_dir / "results.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            prev = None
-        if isinstance(prev, dict) and prev.get("run_key") == run_key:
-            report_to(table_text(prev))
-            report_to(f"[livemcpbench] reusing your run in {out_dir} (same configuration, data and encoder); "
-                      "--force recomputes")
-            return prev
-    cache = EmbeddingCache(cfg.runtime.cache_dir)
-    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, cache, transfer)
-    results = {
-        "benchmark": "livemcpbench", "protocol": "zero-shot: no row is trained on the benchmark's tasks "
-                                                 "(ranker_server_steps_cv chooses 3 weights by 5 folds over them)",
-        "encoder": encoder.model_id, "k": LIST_K, "data": bench.notes,
+
+def load(cfg, log: StageLog):
+    """LiveMCPBench from the data directory (DataError naming the folder when it is missing)."""
+    root = resolve_data_dir(cfg.data.data_dir) / "livemcpbench"
+    if not root.is_dir():
+        raise DataError(f"{root} does not exist: the livemcpbench benchmark is missing from the data directory "
+                        "(docs/data.md, 'LiveMCPBench')")
+    return log.run("load data", load_livemcpbench, root)
+
+
+def plan(cfg, bench_given: bool, transfer: bool | None = None) -> bool:
+    """Whether the ``TRANSFER_ROWS`` run: ``transfer``, by default when the benchmark is read from the data
+    directory (their models are trained once, on Seal-Tools' training queries, then loaded from the checkpoint
+    root)."""
+    return not bench_given if transfer is None else bool(transfer)
+
+
+def key_parts(cfg, transfer: bool) -> list:
+    """Besides the config, data and encoder, the run key hashes the risk labels and the shipped risk model (files),
+    the rows, and the transfer rows when they run."""
+    return [_file_hash(_labels_path(cfg)), _file_hash(RISK_MODEL_FILE), sorted(ROWS),
+            sorted(TRANSFER_ROWS) if transfer else None]
+
+
+def evaluate(cfg, bench, encoder, transfer: bool, log: StageLog) -> dict:
+    """results.json's sections: every row of ``ROWS`` (and ``TRANSFER_ROWS`` with ``transfer``) with its metrics
+    and cost, the sensitivity grid, the cross-validated weights, the λ / α choice by folds over servers."""
+    ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, EmbeddingCache(cfg.runtime.cache_dir),
+                 transfer)
+    return {
+        "protocol": "zero-shot: no row is trained on the benchmark's tasks (ranker_server_steps_cv chooses 3 weights "
+                    "by 5 folds over them)",
+        "k": LIST_K, "data": bench.notes,
         "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
         "tasks_without_gold": list(bench.no_gold),
         "rows": ev["rows"],
         "row_descriptions": {name: text for name, (text, _) in (*ROWS.items(), *TRANSFER_ROWS.items())},
         "rank_default": rank_default_row(cfg),
         "not_run": {**NOT_RUN, **({} if transfer else {name: NOT_RUN_TRANSFER for name in TRANSFER_ROWS})},
-        "transfer": ev["transfer"], "defaults": ev["defaults"], "cost_s": ev["cost_s"], "common_cost_s": ev["common_cost_s"],
-        "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"], "cv": ev["cv"],
-        "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "side_by_side": side_by_side,
-        "timings": log.timings, "run_key": run_key, "config": cfg.to_dict(),
-        "finished_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "transfer": ev["transfer"], "defaults": ev["defaults"], "cost_s": ev["cost_s"],
+        "common_cost_s": ev["common_cost_s"], "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"],
+        "cv": ev["cv"],
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
-    (out_dir / "tables.md").write_text(tables_md(results))
-    report_to(table_text(results))
-    report_to(f"[livemcpbench] wrote {out_dir}/results.json, tables.md (computed in "
-              f"{time.perf_counter() - t0:.0f} s)")
-    return results
 
 
-def _cell(row: dict, m: str) -> str:
-    v = row.get(m)
-    return v if isinstance(v, str) else f"{v:.3f}"
+LIVEMCP = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, main_table=table_text,
+                 write_files=livemcp_files, results_version=RESULTS_VERSION)
 
 
-def table_text(results: dict) -> str:
-    """The main table as aligned text (what the sweep prints)."""
-    cols = (*METRICS, "rvr@5")
-    lines = [f"LiveMCPBench ({results['data']['tasks_evaluated']} tasks, {results['data']['tools']} tools, "
-             f"{results['data']['servers']} servers), zero-shot",
-             f"{'row':30s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'cost s':>8s}"]
-    for name, row in results["rows"].items():
-        lines.append(f"{name:30s} " + " ".join(f"{_cell(row, c):>12s}" for c in cols)
-                     + f" {results['cost_s'][name]:8.1f}")
-    return "\n".join(lines)
-
-
-def tables_md(results: dict) -> str:
-    """tables.md: the rows with their standard errors and costs, what was not run, the data notes."""
-    d = results["data"]
-    out = [f"# LiveMCPBench — real MCP servers' tools, zero-shot\n",
-           f"{d['tasks_evaluated']} of {d['tasks']} tasks (a task none of whose tools is in the pool has nothing to "
-           f"retrieve: {', '.join(results['tasks_without_gold']) or 'none'}), {d['tools']} tools of {d['servers']} "
-           f"servers ({d['names_on_several_servers']} names on two servers: both copies are gold). "
-           f"Encoder {results['encoder']}. Mean over tasks ± standard error. {results['protocol']}.\n",
-           "| row | what | NDCG@5 | Recall@5 | Recall@10 | complete@10 | RVR@5 (must confirm) | cost (s) |",
-           "|---|---|---|---|---|---|---|---|"]
-    for name, row in results["rows"].items():
-        cells = [f"{row[m]:.3f} ± {row[m + '_se']:.3f}" for m in METRICS]
-        rvr = row["rvr@5"] if isinstance(row["rvr@5"], str) else f"{row['rvr@5']:.3f}"
-        what = results["row_descriptions"][name] + (" — **what `riskrank-jax rank` does**"
-                                                     if name == results.get("rank_default") else "")
-        out.append(f"| `{name}` | {what} | " + " | ".join(cells)
-                   + f" | {rvr} | {results['cost_s'][name]:.1f} |")
-    common = "; ".join(f"{k} {v:.1f} s" for k, v in results["common_cost_s"].items())
-    out += ["", f"Costs are wall-clock seconds of one run on {results['device']} (they differ between runs; the "
-            f"metrics do not). Common to all rows: {common}. A ranker row's cost includes embedding its queries "
-            "(and their steps) without the cache, as `riskrank-jax rank` does.", ""]
-    lab = results["risk_labels"]
-    if lab is None:
-        out.append("RVR@5: not labelled (no risk-label corpus covers these tools).")
-    else:
-        out.append(f"RVR@5 from the labelled corpus: {lab['tools_covered']} of {lab['tools']} tools labelled, "
-                   f"{lab['must_confirm']} must be confirmed ({lab['rule']}). Caveat: {lab['caveat']}.")
-    out += ["", f"The rank default (`{results['rank_default']}`) over λ and α on the whole pool (sensitivity; the "
-            "choice is made by folds over servers, below):", "",
-            "| λ | α | NDCG@5 | Recall@5 | Recall@10 | complete@10 | RVR@5 |",
-            "|---|---|---|---|---|---|---|"]
-    for r in results["sensitivity"]:
-        rvr = r["rvr@5"] if isinstance(r["rvr@5"], str) else f"{r['rvr@5']:.3f}"
-        out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@5']:.3f} | "
-                   f"{r['recall@10']:.3f} | {r['complete@10']:.3f} | {rvr} |")
-    cv = results["cv"]
-    out += ["", f"`ranker_server_steps_cv`: (server_weight, sibling_weight, step_weight) chosen per fold of "
-            f"{cv['folds']} over the tasks, by NDCG@5 on the other folds' tasks, from {len(cv['grid'])} grid points: "
-            + "; ".join(f"fold {i}: {c['server_weight']:g}, {c['sibling_weight']:g}, {c['step_weight']:g}"
-                        for i, c in enumerate(cv["chosen_per_fold"])) + "."]
-    out += _transfer_md(results.get("transfer")) + _defaults_md(results.get("defaults"))
-    out += ["", "Mentions that name no tool of the pool (reported, not matched):", ""]
-    out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
-    out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
-    return "\n".join(out) + "\n"
-
-
-def _transfer_md(info) -> list[str]:
-    if not info:
-        return []
-    t, out = info["tuned_encoder"], ["", "Models trained on Seal-Tools' training queries, applied without LiveMCPBench "
-                                     "training (`experiments.livemcp_transfer`; trained once, then loaded from the "
-                                     "checkpoints):", ""]
-    out.append(f"- tuned encoder: top {t['config']['layers']} layers, {t['train_queries']} training queries "
-               f"({t['heldout_queries']} held out), {t['steps']} steps, the epoch with the best held-out NDCG@5 of the "
-               f"tuned cosine (epoch {t['epoch']}: " + ", ".join(f"{x:.3f}" for x in t["heldout_ndcg@5_by_epoch"])
-               + f"; the frozen hybrid {t['heldout_ndcg@5_frozen_hybrid']:.3f}); training {t['trained_s']:.0f} s "
-               f"(once), embedding the registry with it {t['embed_registry_s']:.1f} s.")
-    c = info.get("cross_encoder")
-    if c:
-        gates = ", ".join(f"γ {g}: {v:.3f}" for g, v in c["heldout_ndcg@5_by_gate"].items())
-        out.append(f"- cross-encoder: all-MiniLM-L6-v2 with a new one-logit head, {c['train_queries']} training "
-                   f"queries, {c['steps']} steps ({c['train_pairs']} pairs); gate chosen on {c['heldout_queries']} "
-                   f"held-out Seal-Tools queries ({gates}) → γ = {c['gate']:g}; training "
-                   f"{c['trained_s'] or 0:.0f} s (once), scoring the {CE_TOP} candidates of the 94 tasks "
-                   f"{c['scored_s']:.0f} s (once; saved beside the run).")
-    return out
-
-
-def _defaults_md(d) -> list[str]:
-    if not d:
-        return []
-    out = ["", f"λ and α chosen by folds over servers (`experiments.livemcp_defaults`): {d['folds']} folds of "
-           f"{', '.join(map(str, d['servers_per_fold']))} servers; per fold the rule chooses on the other folds' "
-           f"servers (one registry) and is scored on the fold's own (another registry). Rule: the largest λ whose "
-           f"NDCG@5 is within {d['tolerance']:g} of the best at λ = 0, Recall@10 within {d['tolerance']:g} of its "
-           "α's λ = 0 value, and NeedRisk-Hit@5 / NeedRisk-Recall@10 (needed must-confirm tools in the top 5 / 10) "
-           "not below it; then the best α at that λ.", "",
-           "| fold | chosen λ | chosen α | choosing NDCG@5 | scoring NDCG@5 | scoring complete@10 | scoring tasks |",
-           "|---|---|---|---|---|---|---|"]
-    for c in d["chosen_per_fold"]:
-        out.append(f"| {c['fold']} | {c['lam']:g} | {c['alpha']:g} | {c['choosing']['ndcg@5']:.3f} | "
-                   f"{c['scoring']['ndcg@5']:.3f} | {c['scoring']['complete@10']:.3f} | {c['scoring']['tasks']} |")
-    sc, cur = d["scored_chosen"], d["scored_current"]
-    out += ["", f"On the scoring folds ({sc['tasks']} task-registry pairs, {sc['tasks_needing_confirm']} needing a "
-            f"must-confirm tool): each fold's choice NDCG@5 {sc['ndcg@5']:.3f}, complete@10 {sc['complete@10']:.3f}, "
-            f"Safe-RVR@5 {sc['safe_rvr@5']:.3f}; the shipped default (λ {d['current']['lam']:g}, α "
-            f"{d['current']['alpha']:g}) {cur['ndcg@5']:.3f}, {cur['complete@10']:.3f}, {cur['safe_rvr@5']:.3f}. The "
-            f"rule over all scoring folds at once picks λ {d['rule_on_all_scoring_folds']['lam']:g}, α "
-            f"{d['rule_on_all_scoring_folds']['alpha']:g}.", "",
-            "Sensitivity (pooled over the scoring folds):", "",
-            "| λ | α | NDCG@5 | Recall@10 | complete@10 | RVR@5 | Safe-RVR@5 | NeedRisk-Hit@5 | NeedRisk-Recall@10 |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for r in d["sensitivity"]:
-        out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@10']:.3f} | "
-                   f"{r['complete@10']:.3f} | {r['rvr@5']:.3f} | {r['safe_rvr@5']:.3f} | {r['needrisk_hit@5']:.3f} | "
-                   f"{r['needrisk_recall@10']:.3f} |")
-    return out
-
-
-__all__ = ["run_livemcpbench", "table_text", "tables_md", "evaluate_rows", "list_metrics", "summary", "ROWS",
-           "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph",
-           "NOT_RUN", "NOT_LABELLED"]
+__all__ = ["LIVEMCP", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "evaluate_rows", "list_metrics",
+           "summary", "ROWS", "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN",
+           "NOT_LABELLED"]

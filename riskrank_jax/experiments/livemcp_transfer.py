@@ -36,6 +36,7 @@ SOURCE = "sealtools"
 SEED = 0
 HARD_POOL = 40  # as experiments.tuned: the first stage's best non-gold tools searched for hard negatives
 HELDOUT_FRACTION = 0.2
+CE_TOP = 20  # ranker_server's candidates the cross-encoder reranks (the cross_encoder_sealtools row)
 
 
 def source_benchmark(cfg):

@@ -1,4 +1,5 @@
-"""Turn a sweep's results dict into results.json, tables.md (ours beside the paper's) and PNG figures.
+"""Write a sweep's outputs: results.json for every family (``write_outputs``), and the paper family's tables.md
+(ours beside the paper's) and PNG figures (``paper_files``).
 
 Rows, their notes and the paper's numbers come from the declared variants (``experiments.variants``).
 
@@ -12,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from riskrank_jax.experiments.figures import plot_figures, plot_pareto
+from riskrank_jax.experiments.figures import FIGURES, plot_figures, plot_pareto
 from riskrank_jax.experiments.variants import BY_NAME, main_rows
 
 COLS = ["ndcg@5", "sndcg@5", "mrr", "recall@10", "success@5", "rvr@5", "srr@5"]
@@ -244,13 +245,24 @@ def main_table_text(res: dict) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(res: dict, out_dir: Path) -> None:
-    """Write figures and tables first, results.json last and atomically (it marks the run complete)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").unlink(missing_ok=True)  # a kill below leaves no results.json beside new files
+PAPER_FILES = ("tables.md", *FIGURES)
+
+
+def paper_files(res: dict, out_dir: Path) -> tuple[str, ...]:
+    """The paper family's files beside results.json: the figures, then tables.md. Returns their names."""
     plot_figures(res, out_dir)
     _atomic_write(out_dir / "tables.md", tables_markdown(res))
+    return PAPER_FILES
+
+
+def write_outputs(res: dict, out_dir: Path, write_files=paper_files) -> tuple[str, ...]:
+    """Any family's outputs: its files first (``write_files(res, out_dir)``, by default the paper family's), then
+    results.json, atomically (it marks the run complete). Returns the names written, results.json first."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "results.json").unlink(missing_ok=True)  # a kill below leaves no results.json beside new files
+    names = write_files(res, out_dir)
     _atomic_write(out_dir / "results.json", json.dumps(_clean(res), indent=1, allow_nan=True))
+    return ("results.json", *names)
 
 
 def _clean(obj):
@@ -271,4 +283,4 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["tables_markdown", "main_table_text", "write_outputs", "plot_figures", "plot_pareto", "COLS"]
+__all__ = ["tables_markdown", "main_table_text", "write_outputs", "paper_files", "plot_figures", "plot_pareto", "COLS"]
