@@ -14,9 +14,13 @@ from collections import Counter
 
 import numpy as np
 
+from riskrank_jax.encode.embedding_cache import embed_texts
 from riskrank_jax.model.risk_head import RiskHead, default_head
+from riskrank_jax.rank.registry_inputs import assess_dimensions_risk
 from riskrank_jax.registry.registry import Registry
+from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk, describe
 from riskrank_jax.registry.risk import RiskAssessment, RiskPolicy, assess_risk
+from riskrank_jax.serve.policy import Policy, ToolState, decide_call
 
 CSV_FIELDS = ("name", "risk", "risk_source", "call", "dimensions", "learned", "categories", "risk_keywords",
               "annotations", "format", "source", "file", "line", "warnings")
@@ -28,31 +32,21 @@ def assess(registry: Registry, encoder, cache, head: RiskHead | None = None,
     """The risk of every tool as `rank` and `serve` assess it: by dimensions with the shipped risk model
     (`rank.registry_inputs.assess_dimensions_risk`), or with an explicit ``head`` the level rule of
     `assess_risk`. Tool texts are embedded with ``encoder`` (cached) unless every tool declares its risk."""
-    from riskrank_jax.rank.registry_inputs import assess_dimensions_risk
-
     undeclared = any(r is None for r in registry.declared_risk)
     if head is not None:
         return assess_risk(registry, head_scores(registry, encoder, cache, head) if undeclared else None, policy)
     if not undeclared:
-        from riskrank_jax.registry.dimensions import assess_dimensions, assessment_to_risk
-
         return assessment_to_risk(registry, assess_dimensions(registry, None, _dimension_policy(policy)))
-    from riskrank_jax.encode.embedding_cache import embed_texts
-
     emb = embed_texts(encoder, list(registry.texts), cache)
     return assess_dimensions_risk(registry, emb, str(encoder.model_id), int(encoder.dim), policy)[0]
 
 
 def _dimension_policy(policy: RiskPolicy):
-    from riskrank_jax.registry.dimensions import DimensionPolicy
-
     return DimensionPolicy(trust_annotations=policy.trust_annotations, trusted_sources=policy.trusted_sources)
 
 
 def head_scores(registry: Registry, encoder, cache, head: RiskHead | None = None) -> np.ndarray:
     """f_risk [N] of the registry's tool texts (embedded with `encoder`, cached by text)."""
-    from riskrank_jax.encode.embedding_cache import embed_texts
-
     head = head or default_head()
     head.check_encoder(encoder.model_id, int(encoder.dim))
     return head.scores(embed_texts(encoder, list(registry.texts), cache))
@@ -63,8 +57,6 @@ def audit_rows(registry: Registry, risk: RiskAssessment) -> list[dict]:
     groups, or with dimensions the dimensions that hold), annotations and warnings; "dimensions": per dimension
     {"value", "source"} and the "argument_rule", or None without dimensions; "call": what the gateway's default
     policy does with a call (the decision of an argument-dependent tool without its arguments))."""
-    from riskrank_jax.serve.policy import Policy, ToolState, decide_call
-
     dims = risk.dimensions
     rows = []
     for i, t in enumerate(registry.tools):
@@ -128,8 +120,6 @@ def to_csv(rows: list[dict]) -> str:
 
 
 def _dimension_text(row: dict | None) -> str:
-    from riskrank_jax.registry.dimensions import describe
-
     if row is None:
         return ""
     return describe(row) + (f"; argument rule {row['argument_rule']}" if row.get("argument_rule") else "")

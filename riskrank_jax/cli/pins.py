@@ -16,6 +16,7 @@ import json
 import click
 
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.serve.pins import PinStore
 
 STATE_DIR_HELP = ("The gateway's state directory (pins, audit key). Default: $RISKRANK_STATE, else "
                   "$XDG_STATE_HOME/riskrank-jax, else ~/.local/state/riskrank-jax.")
@@ -24,12 +25,6 @@ STATE_DIR_HELP = ("The gateway's state directory (pins, audit key). Default: $RI
 def state_dir_option(f):
     return click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
                         help=STATE_DIR_HELP)(f)
-
-
-def _store(state_dir):
-    from riskrank_jax.serve.pins import PinStore
-
-    return PinStore(state_dir)
 
 
 @click.group("pins")
@@ -50,7 +45,7 @@ def pins_group():
 def pins_list(state_dir, as_json, status):
     """Every pinned tool: status, accepted and current definition (first 12 hex digits of their sha256),
     when it changed, who accepted it."""
-    rows = [r for r in _store(state_dir).rows() if status is None or r["status"] == status]
+    rows = [r for r in PinStore(state_dir).rows() if status is None or r["status"] == status]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -71,7 +66,7 @@ def pins_list(state_dir, as_json, status):
 def pins_show(tool, state_dir):
     """Every definition seen of TOOL (server.tool), oldest first, as JSON: compare them before accepting."""
     try:
-        seen = _store(state_dir).definitions(tool)
+        seen = PinStore(state_dir).definitions(tool)
     except KeyError as e:
         raise RiskRankError(e.args[0]) from None
     click.echo(json.dumps(seen, indent=2, ensure_ascii=False))
@@ -87,7 +82,7 @@ def pins_accept(tools, servers, everything, state_dir):
     if not (tools or servers or everything):
         raise click.UsageError("name the tools to accept (server.tool), or give --server NAME or --all")
     try:
-        done = _store(state_dir).accept(tools, servers, everything)
+        done = PinStore(state_dir).accept(tools, servers, everything)
     except KeyError as e:
         raise RiskRankError(e.args[0]) from None
     for name in done:

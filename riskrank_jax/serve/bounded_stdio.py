@@ -40,6 +40,8 @@ from typing import TextIO
 import anyio
 import anyio.lowlevel
 import httpx2
+import mcp_types as types
+from mcp.shared.message import SessionMessage
 
 from riskrank_jax.serve import sdk_hooks
 
@@ -130,9 +132,6 @@ class _Dropping:
 
 def too_large_error(dropped: Dropped, label: str):
     """The JSON-RPC error that answers, in the gateway's words, the request whose response was dropped."""
-    import mcp_types as types
-    from mcp.shared.message import SessionMessage
-
     error = types.ErrorData(code=types.INTERNAL_ERROR, message=dropped.describe(label),
                             data={"riskrank_jax": TOO_LARGE, "bytes": dropped.size, "limit": dropped.limit})
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=dropped.id, error=error))
@@ -266,8 +265,6 @@ async def stdio_client(server, errlog: TextIO = sys.stderr, *, max_message_bytes
     """mcp.client.stdio.stdio_client with a stdout reader bounded by max_message_bytes (see the module
     docstring); ``server`` is a StdioServerParameters; ``label`` names the server in errors; ``on_dropped`` is
     told of every dropped message."""
-    from mcp.shared.message import SessionMessage
-
     if max_message_bytes <= 0:
         raise ValueError("max_message_bytes must be positive")
     process = await sdk_hooks.stdio_spawn(server, errlog)

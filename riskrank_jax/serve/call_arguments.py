@@ -37,6 +37,35 @@ import json
 import re
 from dataclasses import dataclass
 
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+from detect_secrets.filters import heuristic
+from jsonschema import exceptions as schema_exceptions
+from jsonschema import validators
+from referencing import Registry
+from referencing.exceptions import PointerToNowhere, Unresolvable
+
 from riskrank_jax.registry.arguments import secret_path_kinds
 from riskrank_jax.serve.identity import SHOWN_CHARS, shown
 
@@ -158,16 +187,13 @@ def _error_lines(error) -> list[tuple[tuple, str]]:
 @functools.lru_cache(maxsize=256)
 def _validator(schema_text: str):
     """(a validator for the schema, None) or (None, why the schema cannot be read), cached by its JSON."""
-    from jsonschema import exceptions, validators
-    from referencing import Registry
-
     schema = json.loads(schema_text)
     if not isinstance(schema, (dict, bool)):
         return None, f"the tool's input schema cannot be read (it is {_json_type(schema)}, not an object)"
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
         cls.check_schema(schema)
-    except exceptions.SchemaError as e:
+    except schema_exceptions.SchemaError as e:
         where = "".join(f"/{shown(str(p))[1:-1]}" for p in e.absolute_path) or "/"
         return None, f"the tool's input schema cannot be read (not a valid JSON Schema at {where})"
     except RecursionError:
@@ -187,8 +213,6 @@ def schema_errors(schema: dict, arguments: dict, limit: int = 5) -> list[str]:
         Lines such as "arguments.count must be of type integer, got a string"; a schema that cannot be read
         (invalid, an unresolvable or remote ``$ref``, references without end) gives one line saying so.
     """
-    from referencing.exceptions import PointerToNowhere, Unresolvable
-
     try:
         validator, unreadable = _validator(json.dumps(schema, sort_keys=True, default=str))
     except (TypeError, ValueError):
@@ -227,30 +251,6 @@ class SecretFinding:
 @functools.lru_cache(maxsize=1)
 def _detectors() -> tuple:
     """One instance of each detect-secrets detector used (module docstring: which, and why not the others)."""
-    from detect_secrets.plugins.artifactory import ArtifactoryDetector
-    from detect_secrets.plugins.aws import AWSKeyDetector
-    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-    from detect_secrets.plugins.basic_auth import BasicAuthDetector
-    from detect_secrets.plugins.cloudant import CloudantDetector
-    from detect_secrets.plugins.discord import DiscordBotTokenDetector
-    from detect_secrets.plugins.github_token import GitHubTokenDetector
-    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-    from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-    from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
-    from detect_secrets.plugins.mailchimp import MailchimpDetector
-    from detect_secrets.plugins.npm import NpmDetector
-    from detect_secrets.plugins.openai import OpenAIDetector
-    from detect_secrets.plugins.private_key import PrivateKeyDetector
-    from detect_secrets.plugins.pypi_token import PypiTokenDetector
-    from detect_secrets.plugins.sendgrid import SendGridDetector
-    from detect_secrets.plugins.slack import SlackDetector
-    from detect_secrets.plugins.softlayer import SoftlayerDetector
-    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-    from detect_secrets.plugins.stripe import StripeDetector
-    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-    from detect_secrets.plugins.twilio import TwilioKeyDetector
-
     return tuple(cls() for cls in (
         AWSKeyDetector, ArtifactoryDetector, AzureStorageKeyDetector, BasicAuthDetector, CloudantDetector,
         DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector, IbmCloudIamDetector, IbmCosHmacDetector,
@@ -261,10 +261,9 @@ def _detectors() -> tuple:
 
 def _false_positive(secret: str) -> bool:
     """detect-secrets' default filters of a found value: sequences, UUIDs, templates, $VARIABLES, no letter."""
-    from detect_secrets.filters import heuristic as h
-
-    return (h.is_sequential_string(secret) or h.is_potential_uuid(secret) or h.is_templated_secret(secret)
-            or h.is_prefixed_with_dollar_sign(secret) or h.is_not_alphanumeric_string(secret))
+    return (heuristic.is_sequential_string(secret) or heuristic.is_potential_uuid(secret)
+            or heuristic.is_templated_secret(secret) or heuristic.is_prefixed_with_dollar_sign(secret)
+            or heuristic.is_not_alphanumeric_string(secret))
 
 
 def secret_kinds(text: str) -> set[str]:

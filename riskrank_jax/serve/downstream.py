@@ -45,9 +45,21 @@ from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from riskrank_jax.serve.config import Limits, ServerSpec
+from riskrank_jax.serve.bounded_stdio import http_client as bounded_http_client
+from riskrank_jax.serve.bounded_stdio import is_too_large, sse_too_large
+from riskrank_jax.serve.bounded_stdio import stdio_client as bounded_stdio_client
 from riskrank_jax.serve.identity import shown, tool_name_problem
+from riskrank_jax.serve.sdk_hooks import absorb_tool_listing, send_raw_tools_list
 
 LIST_PAGE_CAP = 1000
 LOOP_WINDOW_S = 10.0  # list_changed more often than LOOP_COUNT times in this window is reported as a loop
@@ -89,9 +101,6 @@ def vet_tools(raw_tools, limits: Limits) -> tuple[list[dict], list[dict], dict[s
     problems: ``{"tool", "problem", "action"}`` per tool that was skipped, repaired or cut; not_callable:
     name -> why, for tools listed without a readable input schema (search shows them, calls are refused).
     """
-    import mcp_types as types
-    from pydantic import ValidationError
-
     kept, problems, not_callable, seen = [], [], {}, set()
 
     def problem(name, what, action):
@@ -174,8 +183,6 @@ def _unreadable(schema) -> str | None:
 async def _raw_list_page(client, cursor: str | None) -> tuple[list, str | None]:
     """One tools/list page as the server sent it (no validation), for a listing the SDK's strict model
     rejects."""
-    from riskrank_jax.serve.sdk_hooks import send_raw_tools_list
-
     raw = await send_raw_tools_list(client, cursor)
     tools = raw.get("tools") if isinstance(raw, dict) else None
     if not isinstance(tools, list):
@@ -186,8 +193,6 @@ async def _raw_list_page(client, cursor: str | None) -> tuple[list, str | None]:
 
 def _absorb(client, tools: list[dict]) -> None:
     """Tell the SDK session the vetted tools (output schemas, x-mcp-header maps), as a strict listing would."""
-    from riskrank_jax.serve.sdk_hooks import absorb_tool_listing
-
     try:
         absorb_tool_listing(client, tools)
     except Exception as e:  # noqa: BLE001 - an SDK without this hook still calls the tools, unvalidated
@@ -253,12 +258,6 @@ class Downstream:
 
     @asynccontextmanager
     async def _connect(self, mode: str):
-        from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
-
-        from riskrank_jax.serve.bounded_stdio import http_client as bounded_http_client
-        from riskrank_jax.serve.bounded_stdio import stdio_client as bounded_stdio_client
-
         async def on_message(message):
             if isinstance(message, Exception):  # a line on stdout that is not JSON-RPC, or a transport fault
                 self.stdout_garbage += 1
@@ -285,8 +284,6 @@ class Downstream:
                                       env=dict(self.spec.env) or None, cwd=self.spec.cwd),
                 max_message_bytes=cap, label=self.name, on_dropped=on_dropped)
         else:
-            from mcp.client.streamable_http import streamable_http_client
-
             target = streamable_http_client(
                 self.spec.url, max_sse_event_size=cap,
                 http_client=bounded_http_client(dict(self.spec.headers), max_message_bytes=cap, label=self.name))
@@ -294,8 +291,6 @@ class Downstream:
             yield client
 
     async def _list_all(self, client) -> tuple[list[dict], list[dict], dict[str, str]]:
-        from pydantic import ValidationError
-
         raw, cursor, strict = [], None, True
         for _ in range(LIST_PAGE_CAP):
             if strict:
@@ -344,9 +339,6 @@ class Downstream:
 
     async def _ping(self, client) -> None:
         """Liveness: any answer (even an error such as "Method not found") proves the server alive."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
         try:
             with anyio.fail_after(self.limits.connect_timeout_s), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the SDK warns that ping is gone from the newest revision
@@ -360,10 +352,6 @@ class Downstream:
 
     async def _watch(self, client) -> None:
         """Return (or raise) when the connection ends; re-list on every list_changed meanwhile."""
-        from mcp.client.subscriptions import ListenNotSupportedError
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import METHOD_NOT_FOUND
-
         try:
             async with client.listen(tools_list_changed=True) as sub:
                 self.watch = "subscriptions/listen"
@@ -464,11 +452,6 @@ class Downstream:
         """The downstream `CallToolResult`, unchanged; DownstreamError when the server cannot be reached,
         fails during the call, or does not answer within limits.call_timeout_s. progress: an async callback
         (progress, total, message) for the server's progress notifications."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
-        from riskrank_jax.serve.bounded_stdio import is_too_large, sse_too_large
-
         client, why = self._client, self.unavailable()
         if why is not None:
             raise DownstreamError(why)
@@ -534,11 +517,6 @@ class Downstream:
 def _protocol_failure(e: BaseException) -> bool:
     """Whether a failed connect looks like the peer mishandling the newest revision (an error answer or an
     unreadable result), not an outage (a process that exits, a refused connection, a timeout)."""
-    from pydantic import ValidationError
-
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
     if isinstance(e, MCPError):

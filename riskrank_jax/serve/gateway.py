@@ -201,7 +201,8 @@ class Gateway:
         if not 1 <= k <= MAX_K:
             raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
         catalog = await self.wait_catalog()
-        return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy, self.settings.runtime.tool_references,
+        return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy,
+                                              self.settings.runtime.tool_references,
                                               lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
 
     def filtered_tools(self, catalog: Catalog) -> list[dict]:

@@ -34,6 +34,8 @@ import hmac
 import ipaddress
 import json
 
+from mcp.server.transport_security import TransportSecuritySettings
+
 from riskrank_jax.serve.downstream import log
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -86,8 +88,6 @@ def sdk_transport_security():
     """The SDK's TransportSecuritySettings for an app behind HttpGuard: its Host/Origin check off, so that one
     place decides, for every bind (the SDK's check allows any port, and runs only on three bind hosts). The
     SDK still checks the Content-Type of POSTs and caps bodies at its max_request_body_size."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import mcp_types as types
+
 NOTE_LABEL = "limits.max_result_bytes"
 _ESCAPED_2 = '"\\\n\r\t\b\f'  # one extra byte each in JSON
 _CONTROL_6 = tuple(chr(c) for c in range(0x20) if chr(c) not in "\n\r\t\b\f")  # \u00XX: five extra bytes
@@ -97,8 +99,6 @@ def cap_result(result, max_bytes: int):
     """(result, note): ``result`` (an `mcp_types.CallToolResult`) unchanged with note None when its content and
     structured content fit in ``max_bytes``; otherwise a copy cut as the module docstring says, ending in a
     text block with the note, and that note."""
-    import mcp_types as types
-
     content = list(result.content or [])
     sizes = [block_len(b) for b in content]
     structured = result.structured_content

@@ -14,11 +14,17 @@ on, behind one function each; tests/test_sdk_hooks.py checks each against the in
   `stdio_logger`), and the HTTP client's (`create_http_client`, `wrap_http_transports`,
   `content_decoder`: the SDK's httpx2 client, its transports, httpx2's decoders).
 
-Why one module: an SDK upgrade that moves one of them breaks one function and its test, not the gateway
+Why one module: an SDK upgrade that moves one of them breaks this module and its test, not the gateway
 silently.
 """
 
 from __future__ import annotations
+
+import mcp_types as types
+from httpx2._decoders import MultiDecoder
+from mcp.client import stdio as sdk_stdio
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.subscriptions import ToolsListChanged
 
 TOOL_INPUT_SCHEMA_HOOK = "_tool_input_schema"
 
@@ -26,8 +32,6 @@ TOOL_INPUT_SCHEMA_HOOK = "_tool_input_schema"
 async def send_raw_tools_list(client, cursor: str | None) -> dict:
     """The raw result dict of one tools/list request on ``client`` (an `mcp.Client`), with the SDK's
     per-revision headers and fields stamped as its own ``send_request`` adds them."""
-    import mcp_types as types
-
     session = client.session
     request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -38,31 +42,21 @@ async def send_raw_tools_list(client, cursor: str | None) -> dict:
 
 def absorb_tool_listing(client, tools: list[dict]) -> None:
     """Register ``tools`` (MCP tool objects, already vetted) with ``client``'s session as one complete listing."""
-    import mcp_types as types
-
     client.session._absorb_tool_listing(
         types.ListToolsResult(tools=[types.Tool.model_validate(t, by_name=False) for t in tools]), complete=True)
 
 
 async def publish_tools_changed(server) -> None:
     """Send ``notifications/tools/list_changed`` to the clients of ``server`` (an `MCPServer`) that listen."""
-    from mcp.shared.subscriptions import ToolsListChanged
-
     await server._subscriptions.publish(ToolsListChanged())
 
 
 # ---------------------------------------------------------------------------------------------- stdio client
 
 
-def _stdio():
-    from mcp.client import stdio
-
-    return stdio
-
-
 def stdio_logger():
     """The SDK stdio client's logger (its messages about a failing server stay where the SDK puts them)."""
-    return _stdio().logger
+    return sdk_stdio.logger
 
 
 STDIO_WRITER_FLUSH_S = 0.5  # checked against the SDK's _WRITER_FLUSH_TIMEOUT by tests/test_sdk_hooks.py
@@ -71,31 +65,30 @@ STDIO_WRITER_FLUSH_S = 0.5  # checked against the SDK's _WRITER_FLUSH_TIMEOUT by
 async def stdio_spawn(server, errlog):
     """The server process of ``server`` (a StdioServerParameters) started as the SDK's stdio_client starts it:
     the platform's executable, the SDK's default environment plus ``server.env``, stderr to ``errlog``."""
-    sdk = _stdio()
-    command = await sdk._get_executable_command(server.command)
-    return await sdk._create_platform_compatible_process(
-        command=command, args=server.args, env=sdk.get_default_environment() | (server.env or {}), errlog=errlog,
-        cwd=server.cwd)
+    command = await sdk_stdio._get_executable_command(server.command)
+    return await sdk_stdio._create_platform_compatible_process(
+        command=command, args=server.args, env=sdk_stdio.get_default_environment() | (server.env or {}),
+        errlog=errlog, cwd=server.cwd)
 
 
 def stdio_parse_line(line: str):
     """One stdout line as the SDK parses it: a SessionMessage, or the parse error as a value."""
-    return _stdio()._parse_line(line)
+    return sdk_stdio._parse_line(line)
 
 
 async def stdio_drain_stdout(process) -> None:
     """Read and discard what is left on the server's stdout (so it never blocks on a full pipe)."""
-    await _stdio()._drain_stdout(process)
+    await sdk_stdio._drain_stdout(process)
 
 
 async def stdio_stop(process) -> None:
     """The SDK's stop sequence: close stdin, wait its grace period, then kill the process tree."""
-    await _stdio()._stop_server_process(process)
+    await sdk_stdio._stop_server_process(process)
 
 
 async def aclose_all(*streams) -> None:
     """Close every stream, as the SDK's stdio client does at its end."""
-    await _stdio()._aclose_all(*streams)
+    await sdk_stdio._aclose_all(*streams)
 
 
 # ---------------------------------------------------------------------------------------------- HTTP client
@@ -103,8 +96,6 @@ async def aclose_all(*streams) -> None:
 
 def create_http_client(headers: dict[str, str] | None = None):
     """The SDK's httpx2 client for streamable HTTP (its timeouts, proxies from the environment)."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
     return create_mcp_http_client(headers=headers)
 
 
@@ -116,8 +107,6 @@ def wrap_http_transports(client, wrap) -> None:
 
 def content_decoder(codings: list[str]):
     """httpx2's decoder for a list of Content-Encoding values (gzip, deflate, br, ...), applied in order."""
-    from httpx2._decoders import MultiDecoder
-
     return MultiDecoder(codings)
 
 
