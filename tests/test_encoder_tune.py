@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax.model import encoder_tune
+from riskrank_jax.model import encoder_tune, tune_step
 from riskrank_jax.model.encoder_tune import (TextStates, TunedEncoder, TuneConfig, TuneJob, batch_schedule,
                                              embed_states, save_tuned_encoder, tune_encoder, tune_encoders)
 
@@ -181,11 +181,11 @@ def test_vmapped_models_equal_each_tuned_alone(setup, together, monkeypatch):
 
     enc, tools, queries, gold, states, rows, hard = setup
     monkeypatch.setattr(groups, "map_models", lambda fn, in_axes: jax.vmap(fn, in_axes=tuple(in_axes)))
-    encoder_tune._compiled_step.cache_clear()
+    tune_step.compiled_step.cache_clear()
     try:
         vmapped = tune_encoders(enc, states, rows["queries"], rows["tools"], gold, _jobs(setup), MANY, progress=False)
     finally:
-        encoder_tune._compiled_step.cache_clear()  # the other tests' programs map as the backend says
+        tune_step.compiled_step.cache_clear()  # the other tests' programs map as the backend says
     every = np.arange(states.size)
     for v, a in zip(vmapped, together[1]):
         got, want = embed_states(v, enc, states, every), embed_states(a, enc, states, every)

@@ -10,7 +10,13 @@
     groups.py      the model axis split into byte-sized groups; vmap or lax.map over it
     checkpoints.py per-epoch orbax checkpoints, resumed or set aside when stale
     rerank.py      the correction reranker over a first stage (beyond the paper)
-    encoder_tune.py the encoder's top layers fine-tuned on (query, gold tool) pairs (beyond the paper)
+    encoder_tune.py the encoder's top layers fine-tuned on (query, gold tool) pairs (beyond the paper): the run,
+                   its checkpoints and evaluation (train_and_evaluate), over the four modules below
+    tune_config.py what a tuning run is: its settings and the run lengths they imply
+    text_states.py the frozen lower layers' token states of texts, cached, and their packing into rows
+    tune_batches.py a tuning run's batches of (query, gold tool, hard negatives), drawn up front per seed
+    tune_step.py   the tuning loss and the jitted train step of a group of models
+    tuned_encoder.py a tuned encoder: its top layers, its vectors, and the BERT directory it is saved as
     cross_encoder.py a (query, tool text) pair model: config, loading, forward (BERT through encode/bert.py)
     cross_encoder_train.py the cross-encoder trained on a benchmark's queries and gated onto the first stage's
                    top candidates
