@@ -142,8 +142,9 @@ def _settings(config_path, files, flags):
     """(the gateway's settings, spell): --config (if any), then each flag given (FLAG_LEAVES), then FILE...
     added to the registries; checked, and the registry files read, before anything starts. spell(leaf): how
     the user set it ("--flag", or the config key when the file set it)."""
-    # deferred: serve.config and registry load jax; every other command imports this module
+    # deferred: the registry loader loads jax; every other command imports this module
     from riskrank_jax.registry import load_registry
+    # deferred: serve.config loads jax (through riskrank_jax.registry); every other command imports this module
     from riskrank_jax.serve.config import GatewaySettings, read_config, with_leaves
 
     if config_path is None and not files:
@@ -178,8 +179,9 @@ def _check_http(settings, spell) -> None:
     """Usage errors for HTTP settings that cannot serve, naming each leaf as the user spelled it: a token file
     or allowed hosts / origins without an address, an address that is not HOST:PORT, an address beyond exactly
     127.0.0.1, ::1 and localhost without a token file, allowed hosts / origins the guard cannot read."""
-    # deferred: serve.config loads jax, serve.http_guard the MCP SDK; every other command imports this module
+    # deferred: serve.config loads jax (through riskrank_jax.registry); every other command imports this module
     from riskrank_jax.serve.config import host_port, needs_token
+    # deferred: serve.http_guard loads the MCP SDK; every other command imports this module
     from riskrank_jax.serve.http_guard import HttpGuard
 
     http = settings.http
