@@ -2,8 +2,11 @@
 
 Modules, top to bottom:
 
-* ``gateway``        — the gateway's state: the catalog it ranks with (one ``Ranker``), searches, what the gate
-                       knows of a tool now, the audit line before forwarding, stdio and streamable HTTP;
+* ``gateway``        — the gateway's state: downstream servers, the current catalog rebuilt when their tools
+                       change, what the gate knows of a tool now, the audit line before forwarding, stdio and
+                       streamable HTTP;
+* ``catalog``        — every tool ranked by one ``Ranker``: building it, searches, what an agent sees of a tool
+                       and what a call of it would do;
 * ``mcp_app``        — its MCP surface on the SDK's ``MCPServer``: ``search_tools``, ``call_tool`` (with
                        elicitation), ``list_servers``, or ``--expose filtered``; it only translates decisions;
 * ``http_guard``     — the HTTP transport's guard: Host and Origin for every bind address, the bearer token,
@@ -13,8 +16,9 @@ Modules, top to bottom:
                        with a timeout, progress and cancellation;
 * ``bounded_stdio``  — the stdio transport to a downstream server with a cap on each message it reads;
 * ``results``        — a downstream result cut to ``limits.max_result_bytes``, the agent told what was cut;
-* ``config``         — the ``mcpServers`` JSON (plus ``registries``, ``policy`` and ``limits``), read with
-                       file:line errors;
+* ``config``         — the gateway's settings, one tree (``GatewaySettings``): the ``mcpServers`` JSON plus
+                       ``registries``, ``policy``, ``limits``, ``rank``, ``http`` and ``runtime``, read with
+                       file:line errors, shown with its secrets hidden;
 * ``policy``         — `decide_call`, the one function that decides a call (allow, ask, refuse) and says why;
 * ``call_arguments`` — a call's arguments checked before they leave: the tool's input schema, secrets, secret
                        file paths;
