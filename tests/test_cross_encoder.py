@@ -9,18 +9,30 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
+from flax.traverse_util import flatten_dict
+from huggingface_hub import try_to_load_from_cache
+from safetensors.numpy import load_file, save_file
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import BertConfig, BertTokenizerFast, PreTrainedTokenizerFast, RobertaConfig, T5Config
 
+from riskrank_jax.encode import hf
+from riskrank_jax.encode.bert_weights import param_shapes
+from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model import cross_encoder as cem
 from riskrank_jax.model import cross_encoder_train as cet
 from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import zscore
+
+from tiny_bert import flax_class_or_skip, random_params, save_bert
 
 KEYWORDS = [f"key{i}" for i in range(40)]
 FILLER = ["please", "the", "an", "tool", "for", "to", "of", "and", "find", "get", "make", "run", "list", "show",
@@ -32,29 +44,12 @@ N_TOOLS, N_QUERIES = 30, 40
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _random_params(model, seed: int):
-    """Random params over the model's shape tree (no transformers init, which compiles for seconds)."""
-    from flax.traverse_util import flatten_dict, unflatten_dict
-
-    rng = np.random.default_rng(seed)
-    out = {}
-    for key, s in flatten_dict(model.params_shape_tree).items():
-        norm = key[-1] == "scale" or (key[-1] == "weight" and "layer_norm" in "/".join(key))
-        base = 1.0 if norm else 0.0
-        out[key] = (base + 0.2 * rng.standard_normal(s.shape)).astype(np.float32)
-    return unflatten_dict(out)
-
-
 def _bert_config(**kw):
-    from transformers import BertConfig
-
     return BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=64, max_position_embeddings=64, **kw)
 
 
 def _save_tokenizer(d: Path):
-    from transformers import BertTokenizerFast
-
     d.mkdir(parents=True, exist_ok=True)
     (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
     BertTokenizerFast(vocab_file=str(d / "vocab.txt")).save_pretrained(str(d))
@@ -62,27 +57,24 @@ def _save_tokenizer(d: Path):
 
 @pytest.fixture(scope="module")
 def classifier_dir(tmp_path_factory):
-    """A FlaxBertForSequenceClassification (num_labels=1) saved with save_pretrained, and its params."""
-    from transformers import FlaxBertForSequenceClassification
-
+    """A BERT sequence classifier (num_labels=1) saved as FlaxBertForSequenceClassification.save_pretrained saved
+    it (flax_model.msgpack), and its params."""
     d = tmp_path_factory.mktemp("ce") / "classifier"
     _save_tokenizer(d)
-    model = FlaxBertForSequenceClassification(_bert_config(num_labels=1), _do_init=False)
-    params = _random_params(model, 1)
-    model.save_pretrained(str(d), params=params)
-    return d, model, params
+    config = _bert_config(num_labels=1)
+    params = random_params(param_shapes(config, num_labels=1), 1)
+    save_bert(d, config, params, msgpack=True)
+    return d, config, params
 
 
 @pytest.fixture(scope="module")
 def encoder_dir(tmp_path_factory):
-    """A bi-encoder FlaxBertModel directory (safetensors) with the tiny vocabulary."""
-    from transformers import FlaxBertModel
-
+    """A bi-encoder BERT directory (FlaxBertModel's safetensors) with the tiny vocabulary."""
     d = tmp_path_factory.mktemp("ce") / "encoder"
     _save_tokenizer(d)
-    model = FlaxBertModel(_bert_config(), _do_init=False)
-    params = _random_params(model, 2)
-    model.save_pretrained(str(d), params=params, safe_serialization=True)
+    config = _bert_config()
+    params = random_params(param_shapes(config), 2)
+    save_bert(d, config, params)
     return d, params
 
 
@@ -128,7 +120,8 @@ def _gold_rank_mean(ce, task, rows):
 
 
 def test_loaded_classifier_equals_transformers_forward(classifier_dir):
-    d, model, params = classifier_dir
+    d, config, params = classifier_dir
+    model = flax_class_or_skip("FlaxBertForSequenceClassification")(config, _do_init=False)
     ce = cem.load_cross_encoder(d)
     assert ce.kind == "classifier" and ce.max_tokens == 64  # capped at the position table
     assert ce.backend == "bert"  # the project's one BERT forward pass (encode/bert.py), checked against transformers'
@@ -145,9 +138,7 @@ def test_loaded_classifier_equals_transformers_forward(classifier_dir):
 
 
 def test_monot5_scores_true_minus_false_at_the_first_decoder_step(tmp_path):
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import FlaxT5ForConditionalGeneration, PreTrainedTokenizerFast, T5Config
-
+    FlaxT5ForConditionalGeneration = flax_class_or_skip("FlaxT5ForConditionalGeneration")
     words = ["Query:", "Document:", "Relevant:", "true", "false"] + FILLER + KEYWORDS
     vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"▁{w}": i + 3 for i, w in enumerate(words)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
@@ -158,7 +149,7 @@ def test_monot5_scores_true_minus_false_at_the_first_decoder_step(tmp_path):
     cfg = T5Config(vocab_size=len(vocab), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
                    decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     model = FlaxT5ForConditionalGeneration(cfg, _do_init=False)
-    params = _random_params(model, 3)
+    params = random_params(model.params_shape_tree, 3)
     model.save_pretrained(str(tmp_path), params=params)
     tok.save_pretrained(str(tmp_path))
     ce = cem.load_cross_encoder(tmp_path)
@@ -173,12 +164,29 @@ def test_monot5_scores_true_minus_false_at_the_first_decoder_step(tmp_path):
     np.testing.assert_allclose(got, np.asarray(logits[:, vocab["▁true"]] - logits[:, vocab["▁false"]]), atol=1e-5)
 
 
+def test_flax_only_families_say_which_transformers_they_need(tmp_path, monkeypatch):
+    """monoT5 and classifiers other than BERT run on transformers' Flax classes, which only 4.x has: under 5.x
+    loading one is a RiskRankError naming the installed version and what to install (never an ImportError)."""
+    major = int(cem._installed_transformers().split(".")[0])
+    if major >= 5:
+        with pytest.raises(RiskRankError, match=r"transformers 5\.\S+ \(installed\)"):
+            cem.require_flax_transformers("monoT5")
+    else:
+        cem.require_flax_transformers("monoT5")  # transformers 4.x has them
+    monkeypatch.setattr(cem, "_installed_transformers", lambda: "5.23.0")
+    T5Config(vocab_size=8, d_model=8, d_kv=4, d_ff=8, num_layers=1, num_heads=2).save_pretrained(tmp_path / "t5")
+    RobertaConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=8).save_pretrained(tmp_path / "roberta")
+    for d, what in (("t5", "the monoT5 baseline"), ("roberta", "a 'roberta' sequence classifier")):
+        with pytest.raises(RiskRankError, match=r"transformers 5\.23\.0 \(installed\)") as err:
+            cem.load_cross_encoder(tmp_path / d)
+        assert what in str(err.value) and "pip install 'transformers>=4.57,<5'" in str(err.value)
+
+
 # ---- (b) a cross-encoder initialised from a bi-encoder, trained, checkpointed
 
 
 def test_init_from_encoder_takes_the_encoders_weights_and_a_seeded_head(encoder_dir, trained):
-    from flax.traverse_util import flatten_dict
-
     d, enc_params = encoder_dir
     ce0 = trained[0]
     flat, want = flatten_dict(ce0.params), flatten_dict(enc_params)
@@ -196,12 +204,7 @@ def test_init_from_encoder_params_equal_those_of_transformers_tree(encoder_dir):
     against transformers' FlaxBertForSequenceClassification ``params_shape_tree`` gave: every leaf bit-identical,
     in the same order, the new pooler and head drawn the same from seed 0 (the embedded MiniLM: the committed
     results' cross-encoder; the tiny encoder); no transformers model is kept for BERT."""
-    from flax.traverse_util import flatten_dict
-    from transformers import FlaxBertForSequenceClassification
-
-    from riskrank_jax.encode import hf
-    from riskrank_jax.encode.sentence_config import default_model_dir
-
+    FlaxBertForSequenceClassification = flax_class_or_skip("FlaxBertForSequenceClassification")
     for d in (default_model_dir(), encoder_dir[0]):
         ce = cem.init_from_encoder(d, seed=0)
         config, files = hf.load_config(d, num_labels=1), hf.weight_files(d)
@@ -219,8 +222,6 @@ def test_init_from_encoder_params_equal_those_of_transformers_tree(encoder_dir):
 def _pytorch_layout_copy(src: Path, dst: Path) -> Path:
     """A copy of a Flax-layout safetensors BERT directory with its weights in PyTorch's names and layout
     (``weight`` for kernels, transposed, embeddings and LayerNorm scales; metadata format "pt")."""
-    from safetensors.numpy import load_file, save_file
-
     shutil.copytree(src, dst)
     out = {}
     for name, arr in load_file(str(dst / "model.safetensors")).items():
@@ -266,8 +267,7 @@ print(json.dumps(out))
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    # the one Flax module the BERT path asks for: transformers' PyTorch-name renaming, optional (hf.rename_pytorch_key)
-    assert set(out["tried"]) <= {"transformers.modeling_flax_pytorch_utils"} and out["flax_modules"] == []
+    assert out["tried"] == [] and out["flax_modules"] == []  # the BERT path asks for no Flax module
     here = {"flax": cem.init_from_encoder(tiny_bert_dir), "pt": cem.init_from_encoder(pt_dir),
             "classifier": cem.load_cross_encoder(classifier_dir[0])}
     for label, ce in here.items():
@@ -365,10 +365,6 @@ def test_candidates_ties_go_to_the_lower_index_and_gate_ties_to_the_smaller_gamm
 
 
 def test_baseline_without_weights_is_not_run(monkeypatch):
-    import time
-
-    from huggingface_hub import try_to_load_from_cache
-
     if isinstance(try_to_load_from_cache(cem.BASELINE_RERANKERS["ce_minilm_l6"], "config.json"), str):
         pytest.skip("ms-marco-MiniLM-L-6-v2 is in this machine's Hugging Face cache")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -395,8 +391,6 @@ def test_missing_local_path_or_weights_is_a_clear_error(tmp_path):
 
 def test_a_step_in_backward_chunks_equals_the_whole_step_and_chunks_only_what_the_budget_cannot_hold(
         encoder_dir, task):
-    import optax
-
     ce = cem.init_from_encoder(encoder_dir[0])
     queries, gold, tools, first = task
     tools_idx = np.argsort(-first[:8], axis=1)[:, :5]  # 8 queries x 5 pairs = 40 pairs

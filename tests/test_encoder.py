@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flax.traverse_util import flatten_dict
+from safetensors.numpy import load_file
 
 from riskrank_jax.encode import bert_weights, hf, load_state, sentence_config
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
@@ -20,7 +22,7 @@ from riskrank_jax.encode.sentence_config import default_model_dir, read_sentence
 from riskrank_jax.encode.tokenizer import EncoderInputError
 from riskrank_jax.errors import RiskRankError
 
-from conftest import make_tiny_bert
+from tiny_bert import flax_class_or_skip, make_tiny_bert, reference_embeddings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -210,21 +212,10 @@ def test_two_devices_give_the_same_numbers(minilm, reference):
 # ------------------------------------------------------------------------------------------------------
 
 
-def _direct(model, params, tokenizer, texts, max_len, pooling):
-    """Embeddings by calling the Flax model directly on HF-tokenised, padded input."""
-    import jax
-
-    tok = tokenizer(texts, padding=True, truncation=True, max_length=max_len, return_tensors="np")
-    fwd = jax.jit(lambda p, i, m: model(i, attention_mask=m, params=p)[0])  # one compile, not op by op
-    h = np.asarray(fwd(params, tok["input_ids"], tok["attention_mask"]), np.float64)
-    m = tok["attention_mask"][..., None].astype(np.float64)
-    if pooling == "cls":
-        p = h[:, 0]
-    elif pooling == "mean":
-        p = (h * m).sum(1) / m.sum(1)
-    else:
-        p = np.where(m > 0, h, -1e9).max(1)
-    return p / np.linalg.norm(p, axis=1, keepdims=True)
+def _direct(root, params, tokenizer, texts, max_len, pooling):
+    """Embeddings of the transformers-tokenised texts by the float64 numpy BERT (tests/tiny_bert.py)."""
+    ids = tokenizer(texts, truncation=True, max_length=max_len)["input_ids"]
+    return reference_embeddings(root, params, ids, pooling)
 
 
 TINY_TEXTS = [
@@ -240,23 +231,22 @@ TINY_TEXTS = [
 @pytest.fixture(scope="module")
 def tiny_cls(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny") / "cls"
-    model, params = make_tiny_bert(root, "cls")
-    return root, model, params
+    return root, make_tiny_bert(root, "cls")
 
 
 def test_cls_pooling_equals_normalised_cls_hidden_state(tiny_cls):
-    root, model, params = tiny_cls
+    root, params = tiny_cls
     enc = load_encoder(root)
     assert (enc.pooling, enc.dim, enc.max_seq_length, enc.row_lengths) == ("cls", 32, 40, (48,))
     out = enc.encode(TINY_TEXTS, batch_size=4)
-    ref = _direct(model, params, enc.tokenizer, TINY_TEXTS, 40, "cls")
+    ref = _direct(root, params, enc.tokenizer, TINY_TEXTS, 40, "cls")
     assert out.shape == (6, 32) and out.dtype == np.float32
     assert np.max(np.abs(out - ref)) <= 1e-5
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-6)
 
 
 def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch):
-    root, _, _ = tiny_cls
+    root, _ = tiny_cls
     enc = load_encoder(root)
     ids = enc.tokenize(TINY_TEXTS)
     assert len(ids[5]) == 40 and ids[5][0] == enc.tokenizer.cls_token_id and ids[5][-1] == enc.tokenizer.sep_token_id
@@ -291,11 +281,11 @@ def test_truncation_order_and_bounded_compilation(tiny_cls, capsys, monkeypatch)
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
 def test_other_pooling_modes_and_msgpack_weights(tmp_path, pooling):
-    model, params = make_tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
+    params = make_tiny_bert(tmp_path / pooling, pooling, max_seq_length=16, msgpack=pooling == "max")
     enc = load_encoder(tmp_path / pooling)
     assert enc.pooling == pooling and enc.row_lengths == (16,)
     out = enc.encode(TINY_TEXTS[:4], batch_size=2)
-    ref = _direct(model, params, enc.tokenizer, TINY_TEXTS[:4], 16, pooling)
+    ref = _direct(tmp_path / pooling, params, enc.tokenizer, TINY_TEXTS[:4], 16, pooling)
     assert np.max(np.abs(out - ref)) <= 1e-5
 
 
@@ -304,7 +294,7 @@ def test_lazy_encoder_gives_the_loaded_id_without_loading(minilm, tiny_cls, tmp_
     lazy = load_encoder_lazily()
     assert isinstance(lazy, LazyEncoder) and not lazy.loaded
     assert (lazy.model_id, lazy.dim) == (minilm.model_id, minilm.dim)
-    root, _, _ = tiny_cls
+    root, _ = tiny_cls
     tiny = load_encoder_lazily(root)
     assert not tiny.loaded and tiny.model_id == load_encoder(root).model_id and tiny.dim == 32
     out = tiny.encode(TINY_TEXTS[:2], batch_size=4)
@@ -320,8 +310,6 @@ def test_lazy_encoder_gives_the_loaded_id_without_loading(minilm, tiny_cls, tmp_
 def test_weights_are_read_without_transformers_as_transformers_reads_them(minilm, tiny_cls):
     """The direct safetensors reader gives FlaxBertModel's parameter tree exactly (PyTorch layout: the default
     model; Flax layout: the tiny one), so the encoder no longer builds a FlaxBertModel to load."""
-    from flax.traverse_util import flatten_dict
-
     for model_dir in (default_model_dir(), tiny_cls[0]):
         files = hf.weight_files(model_dir)
         direct = flatten_dict(bert_weights.direct_params(files, bert_weights.bert_fields(model_dir)))
@@ -336,8 +324,8 @@ def test_param_shapes_equal_transformers_flax_bert_trees(tiny_cls):
     FlaxBertModel (no head) and FlaxBertForSequenceClassification (with num_labels): the same keys in the same
     order, shapes and dtypes (the tiny model, the embedded MiniLM, a two-label head; cross-attention layers
     without a head: transformers' classifier class does not initialise with them)."""
-    from flax.traverse_util import flatten_dict
-    from transformers import FlaxBertForSequenceClassification, FlaxBertModel
+    FlaxBertModel = flax_class_or_skip("FlaxBertModel")
+    FlaxBertForSequenceClassification = flax_class_or_skip("FlaxBertForSequenceClassification")
 
     def leaves(tree):
         return [(k, tuple(v.shape), np.dtype(v.dtype)) for k, v in flatten_dict(tree).items()]
@@ -363,9 +351,9 @@ def test_pytorch_names_are_renamed_as_transformers_renames_them():
     """``hf.rename_pytorch_key`` (for a transformers without Flax code) gives the key and array of transformers 4's
     ``rename_key_and_reshape_tensor`` for every tensor of the embedded MiniLM and for the other layouts it knows
     (old-style gamma / beta, batch-norm statistics, convolutions, weight norm)."""
-    from flax.traverse_util import flatten_dict
-    from safetensors.numpy import load_file
-    from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
+    rename_key_and_reshape_tensor = pytest.importorskip(
+        "transformers.modeling_flax_pytorch_utils", reason="transformers 5 has no Flax code to compare with"
+    ).rename_key_and_reshape_tensor
 
     model_dir = default_model_dir()
     target = flatten_dict(bert_weights.param_shapes(bert_weights.read_bert_config(model_dir), num_labels=1))
@@ -420,7 +408,7 @@ def test_a_second_load_uses_the_saved_state_without_transformers(minilm, referen
 
 
 def test_a_damaged_or_stale_load_state_is_ignored(tiny_cls, tmp_path):
-    root, _, _ = tiny_cls
+    root, _ = tiny_cls
     ref = load_encoder(root, cache_dir=tmp_path)
     (state,) = (tmp_path / load_state.LOAD_STATE_DIR).iterdir()
     saved = load_encoder(root, cache_dir=tmp_path)

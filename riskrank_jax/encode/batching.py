@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from riskrank_jax.encode.token_packing import pack_rows
 
@@ -123,9 +125,6 @@ def batch_arrays(ids: list[list[int]], rows: list[np.ndarray], n_rows: int, leng
 def data_mesh():
     """(devices, batch sharding, replicated sharding) over a 1-D mesh ("data") of all ``jax.devices()``: batches
     are split along their first axis, weights are copied to every device."""
-    import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
     devices = list(jax.devices())
     mesh = Mesh(np.array(devices), ("data",))
     return devices, NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())

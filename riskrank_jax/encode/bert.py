@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.errors import RiskRankError
@@ -87,9 +89,6 @@ def pack_params(params, shape: BertShape, *, xp=np, token_types: bool = False) -
 
 
 def _layer_norm(x, scale_bias, eps: float):
-    import jax
-    import jax.numpy as jnp
-
     scale, bias = scale_bias
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
@@ -97,8 +96,6 @@ def _layer_norm(x, scale_bias, eps: float):
 
 
 def _activation(x, name: str):
-    import jax
-
     if name == "gelu":
         return jax.nn.gelu(x, approximate=False)
     if name == "relu":
@@ -108,9 +105,6 @@ def _activation(x, name: str):
 
 def _attention(x, lp, same_segment, shape: BertShape):
     """x [B, R, H]; same_segment bool [B, R, R] -> context [B, R, H] (before the output dense layer)."""
-    import jax
-    import jax.numpy as jnp
-
     b, r, h = x.shape
     nh = shape.num_heads
     hd = h // nh
@@ -166,8 +160,6 @@ def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):
     mean: average over the segment's tokens; cls: its first token; max: elementwise max over its tokens.
     Slots with no segment give zeros (mean, cls) or -1e9 (max); callers drop them.
     """
-    import jax.numpy as jnp
-
     slots = jnp.arange(1, num_segments + 1, dtype=segment_ids.dtype)
     member = segment_ids[:, None, :] == slots[None, :, None]  # [B, S, R]
     if pooling == "max":
@@ -187,9 +179,6 @@ def pool_texts(hidden, slot, n_texts: int, pooling: str):
 
     Why slots over the whole batch, not per row: texts of any length share rows (no padding to the longest),
     and the pooled vectors come out in the texts' own order."""
-    import jax
-    import jax.numpy as jnp
-
     h = hidden.reshape(-1, hidden.shape[-1])
     s = slot.reshape(-1)
     n = int(n_texts) + 1
@@ -210,8 +199,6 @@ def sequence_classifier_logits(params, input_ids, attention_mask, token_type_ids
     params: FlaxBertForSequenceClassification's tree ({"bert": {embeddings, encoder, pooler}, "classifier"}),
     packed inside the trace so that gradients reach it; input_ids, attention_mask (1 for tokens, 0 for padding)
     and token_type_ids int [B, L], one sequence (or pair) per row, positions 0 .. L - 1."""
-    import jax.numpy as jnp
-
     bert = params["bert"]
     p = pack_params(bert, shape, xp=jnp, token_types=True)
     positions = jnp.broadcast_to(jnp.arange(input_ids.shape[1], dtype=jnp.int32), input_ids.shape)

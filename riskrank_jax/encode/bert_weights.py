@@ -7,21 +7,23 @@
 
 A plain BERT `config.json` and float32/float16 safetensors weights are read directly (the same arrays as
 transformers' FlaxBertModel loading; ``direct_params``), so a warm start imports neither transformers nor flax;
-other layouts (msgpack, bf16 tensors) are read by encode/hf.py into the tree ``param_shapes`` lays out (the key
-names and shapes of transformers' FlaxBertModel / FlaxBertForSequenceClassification, built from the config
-without transformers' Flax classes); only a PyTorch .bin file goes through transformers' FlaxBertModel (and
-torch). The arrays are the same.
+other layouts (msgpack, bf16 tensors, a PyTorch .bin file through torch) are read by encode/hf.py into the tree
+``param_shapes`` lays out (the key names and shapes of transformers' FlaxBertModel /
+FlaxBertForSequenceClassification, built from the config without transformers' Flax classes, which transformers 5
+does not have). The arrays are the same.
 
 Why two readers: the direct one keeps transformers out of a start; the other reads everything transformers reads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+import jax
 import numpy as np
+from safetensors import safe_open
 
 from riskrank_jax.encode import hf
 from riskrank_jax.errors import RiskRankError
@@ -38,7 +40,7 @@ def read_bert_config(model_dir: Path):
     return config
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BertFields:
     """The numbers of a BERT config.json the encoder reads, with transformers' BertConfig defaults."""
 
@@ -56,8 +58,6 @@ class BertFields:
 def bert_fields(model_dir: Path) -> BertFields | None:
     """BertFields from config.json alone (no transformers import); None unless it is a plain BERT config, in
     which case transformers' BertConfig reads it (and reports what is wrong)."""
-    import dataclasses
-
     try:
         cfg = json.loads((model_dir / "config.json").read_text())
         if not isinstance(cfg, dict) or cfg.get("model_type") != "bert":
@@ -100,17 +100,6 @@ def _body_shapes(config) -> dict[tuple[str, ...], tuple[int, ...]]:
     return shapes
 
 
-def _nest(flat: dict) -> dict:
-    """Nested dicts of a {flat key: value} dict, keys sorted at every level (the order of a Flax shape tree)."""
-    tree: dict = {}
-    for key in sorted(flat):
-        node = tree
-        for part in key[:-1]:
-            node = node.setdefault(part, {})
-        node[key[-1]] = flat[key]
-    return tree
-
-
 def param_shapes(config, num_labels: int | None = None) -> dict:
     """The parameter shape tree (nested dicts of float32 ``jax.ShapeDtypeStruct``) of transformers'
     FlaxBertModel for a BERT config, from the config's sizes alone (no transformers model is built): embeddings,
@@ -118,77 +107,51 @@ def param_shapes(config, num_labels: int | None = None) -> dict:
     FlaxBertForSequenceClassification: {"bert": <the model's tree>, "classifier": {"bias", "kernel"}} (base-model
     prefix "bert"). Key names, shapes and order are transformers' ``params_shape_tree``'s (keys sorted at every
     level), so the weights read against it and the heads drawn for it are those transformers' tree gives."""
-    import jax
-
     flat = _body_shapes(config)
     if num_labels is not None:
         h = int(config.hidden_size)
         flat = {("bert",) + k: v for k, v in flat.items()}
         flat[("classifier", "kernel")], flat[("classifier", "bias")] = (h, int(num_labels)), (int(num_labels),)
-    return _nest({k: jax.ShapeDtypeStruct(v, np.float32) for k, v in flat.items()})
-
-
-_PT_LAYER_NAMES = {"weight": "kernel", "gamma": "scale", "beta": "bias"}
+    return hf.nested_params({k: jax.ShapeDtypeStruct(v, np.float32) for k, v in flat.items()})
 
 
 def direct_params(files: list[Path], fields: BertFields) -> dict | None:
-    """FlaxBertModel's parameter tree read straight from safetensors files (PyTorch or Flax layout), without
-    transformers or flax: the same arrays transformers' `rename_key_and_reshape_tensor` gives (PyTorch Linear
-    weights transposed to kernels, LayerNorm weight/gamma -> scale, beta -> bias, embedding weight -> embedding).
-    None when a file is not safetensors, a tensor is not numpy-readable, or a weight the forward pass needs is
-    missing or mis-shaped (then ``flax_params`` reads them and names the problem)."""
+    """FlaxBertModel's parameter tree read straight from safetensors files (PyTorch or Flax layout) with numpy,
+    without transformers or flax, PyTorch names renamed by ``hf.rename_pytorch_key``. None when a file is not
+    safetensors, a tensor is not numpy-readable, or a weight the forward pass needs is missing or mis-shaped (then
+    ``flax_params`` reads them and names the problem)."""
     if not files or any(f.suffix != ".safetensors" for f in files):
         return None
+    want = {k: shape for k, shape in _body_shapes(fields).items() if k[0] != "pooler"}
+    flat: dict[tuple[str, ...], np.ndarray] = {}
     try:
-        from safetensors import safe_open
-
-        flat: dict[tuple[str, ...], np.ndarray] = {}
         for f in files:
             with safe_open(str(f), framework="numpy") as st:
                 pt = (st.metadata() or {}).get("format", "pt") == "pt"
-                for k in st.keys():
+                for k in st.keys():  # noqa: SIM118 - a safetensors handle, not a dict
                     key = tuple(k.split("."))
                     key = key[1:] if key[0] == "bert" and len(key) > 1 else key
                     if key[0] not in ("embeddings", "encoder") or key[-1] == "position_ids":
                         continue
                     arr = np.asarray(st.get_tensor(k), dtype=np.float32)
-                    if pt:
-                        if key[0] == "embeddings" and key[1].endswith("_embeddings") and key[-1] == "weight":
-                            key = key[:-1] + ("embedding",)
-                        elif len(key) > 1 and key[-2] == "LayerNorm" and key[-1] in ("weight", "gamma"):
-                            key = key[:-1] + ("scale",)
-                        elif key[-1] in _PT_LAYER_NAMES:
-                            if key[-1] == "weight":
-                                arr = arr.T
-                            key = key[:-1] + (_PT_LAYER_NAMES[key[-1]],)
+                    key, arr = hf.rename_pytorch_key(key, arr, want, "bert") if pt else (key, arr)
                     flat[key] = arr
-    except Exception:  # noqa: BLE001 - bf16 tensors (no numpy dtype), damaged files: the transformers path reads them
+    except Exception:  # noqa: BLE001 - bf16 tensors (no numpy dtype), damaged files: the other reader reads them
         return None
-    want = {k: shape for k, shape in _body_shapes(fields).items() if k[0] != "pooler"}
     if any(k not in flat or flat[k].shape != shape for k, shape in want.items()):
         return None
-    return _nest({k: flat[k] for k in want})
+    return hf.nested_params({k: flat[k] for k in want})
 
 
 def flax_params(model_dir: Path, config, files: list[Path]) -> dict:
     """FlaxBertModel's parameter tree (numpy) read through riskrank_jax/encode/hf.py against ``param_shapes``:
-    safetensors (PyTorch- or Flax-format, sharded or not) and flax_model.msgpack, without building a transformers
-    model; a PyTorch .bin file through transformers' `FlaxBertModel.from_pretrained(from_pt=True)`, which needs
-    torch. The unused pooler head is zero-filled when absent."""
-    from flax.traverse_util import flatten_dict, unflatten_dict
-
-    if files[0].suffix == ".bin":
-        from transformers import FlaxBertModel
-
-        return hf.params_from_pytorch_bin(model_dir, FlaxBertModel)
-    target = flatten_dict(param_shapes(config))
-    try:
-        loaded = hf.read_weight_files(files, target, "bert")
-    except Exception as e:  # noqa: BLE001 - damaged files: reported with the directory named
-        raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
+    safetensors (PyTorch- or Flax-format, sharded or not), flax_model.msgpack and a PyTorch .bin file (with torch),
+    without building a transformers model. The unused pooler head is zero-filled when absent."""
+    target = hf.flat_params(param_shapes(config))
+    loaded = hf.read_weight_files(files, target, "bert")
     # the pooler head is never used for sentence embeddings
     pooler = lambda key, shape: np.zeros(shape, np.float32) if key[0] == "pooler" else None  # noqa: E731
-    return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, pooler))
+    return hf.nested_params(hf.complete_params(model_dir, files, target, loaded, pooler))
 
 
 __all__ = ["BertFields", "bert_fields", "read_bert_config", "param_shapes", "direct_params", "flax_params"]

@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.encode import hf
@@ -56,6 +58,7 @@ from riskrank_jax.encode.sentence_config import (DEFAULT_MODEL_NAME, default_mod
 from riskrank_jax.encode.tokenizer import BackendTokenizer, check_texts, tokenizer_sha256
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
+from riskrank_jax.scoring import l2_normalise
 
 PROGRESS_MIN_TEXTS = 500
 
@@ -149,8 +152,6 @@ class Encoder:
 
     def _place(self, params) -> None:
         """Replicate the weights over a 1-D mesh of all devices (batches are sharded along it)."""
-        import jax
-
         self.devices, self._batch_sharding, replicated = data_mesh()
         self.row_plan = RowPlan(self.row_lengths, len(self.devices))
         self._params = jax.device_put(params, replicated)
@@ -165,19 +166,13 @@ class Encoder:
     # -- the jitted program ------------------------------------------------------------------------------
     def _forward(self, params, input_ids, position_ids, segment_ids):
         """int32 [B, R] packed rows -> float32 [B, R // 2, dim]: the vector of each row's segment 1, 2, ..."""
-        import jax.numpy as jnp
-
         hidden = packed_hidden(params, input_ids, position_ids, segment_ids, self._shape)
         pooled = pool_segments(hidden, segment_ids, self.segments_per_row(input_ids.shape[1]), self.pooling)
         if self.normalize:
-            from riskrank_jax.scoring import l2_normalise
-
             pooled = l2_normalise(pooled)
         return pooled.astype(jnp.float32)
 
     def _executable(self, batch: int, length: int):
-        import jax
-
         key = (batch, length)
         if key not in self._compiled:
             t0 = time.perf_counter()
@@ -245,8 +240,6 @@ class Encoder:
         progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
         drawn only when stderr is a terminal.
         """
-        import jax
-
         ids = self.tokenize(texts)
         n = len(ids)
         out = np.empty((n, self.dim), np.float32)
@@ -287,8 +280,6 @@ class Encoder:
         Returns (states float32 [T + 1, hidden]: the texts' tokens one after another, then one zero row that
         padding indexes; offsets int64 [n + 1]: text i's tokens are states[offsets[i]:offsets[i + 1]]). Runs the
         same packed rows as ``encode``, so a text's states do not depend on the other texts."""
-        import jax
-
         if not 0 <= int(layers) <= self._shape.num_layers:
             raise RiskRankError(f"layers must be in 0..{self._shape.num_layers}, got {layers}")
         ids = self.tokenize(texts)

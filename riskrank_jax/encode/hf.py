@@ -5,12 +5,12 @@
     loaded = read_weight_files(files, target, "bert")               # {flat Flax key: float32 array}
     params = complete_params(d, files, target, loaded, new_weight)  # the full tree, or a RiskRankError
 
-Weights are read without transformers' random initialisation: safetensors (PyTorch or Flax layout, sharded or
-not) and flax_model.msgpack straight into the Flax parameter names, PyTorch names renamed and reshaped by
-transformers' own ``rename_key_and_reshape_tensor`` (by ``rename_pytorch_key``, the same rules, where transformers
-has no Flax code: version 5); only a PyTorch ``.bin`` file goes through ``from_pretrained(from_pt=True)``, which
-needs torch. A hub id is looked up in the local Hugging Face cache first and downloaded only when the hub answers
-(``WeightsAbsent`` otherwise).
+Weights are read without transformers' random initialisation or its Flax classes (which transformers 5 no longer
+has): safetensors (PyTorch or Flax layout, sharded or not), flax_model.msgpack and a PyTorch ``.bin`` file (through
+torch, when installed) straight into the Flax parameter names, PyTorch names renamed and reshaped by
+``rename_pytorch_key`` (transformers 4's ``rename_key_and_reshape_tensor`` rules, checked against it in the tests).
+transformers itself is used for what its 4.x and 5.x both provide: configs and tokenizers. A hub id is looked up in
+the local Hugging Face cache first and downloaded only when the hub answers (``WeightsAbsent`` otherwise).
 
 Why one module: the file discovery, the readers and the hub rules are the same for every model family, so a
 fix to one reaches them all.
@@ -21,18 +21,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
+from safetensors import safe_open
 
 from riskrank_jax.errors import RiskRankError
 
 HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors", "*.msgpack"]  # what a hub snapshot downloads
 WEIGHT_FILES = ("model.safetensors", "flax_model.msgpack", "pytorch_model.bin")  # unsharded, in reading order
 WEIGHT_INDEXES = ("model.safetensors.index.json", "flax_model.msgpack.index.json")  # sharded
+NO_ADVICE = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
 
 
 class WeightsAbsent(RiskRankError):
@@ -41,10 +45,19 @@ class WeightsAbsent(RiskRankError):
 
 @contextmanager
 def quiet_transformers():
-    """transformers warns that its Flax classes are deprecated and lists unused weights (position_ids);
-    neither is actionable here."""
-    from transformers.utils import logging as hf_logging
-
+    """transformers 4 warns that its Flax classes are deprecated and lists unused weights (position_ids);
+    transformers 5 without torch says on import that it has no models (this project uses its configs and
+    tokenizers only); none of it is actionable here."""
+    advice = os.environ.get(NO_ADVICE)
+    os.environ[NO_ADVICE] = "1"  # read by transformers' import-time notes only
+    try:
+        # deferred: transformers is heavy to import and a warm start (the direct BERT reader) never needs it
+        from transformers.utils import logging as hf_logging
+    finally:
+        if advice is None:
+            del os.environ[NO_ADVICE]
+        else:
+            os.environ[NO_ADVICE] = advice
     old = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -87,9 +100,6 @@ def sha256_files(paths: Sequence[Path], chunk: int = 1 << 22) -> str:
 def network_available(timeout: float = 3.0) -> bool:
     """Whether the hub can be reached: False when HF_HUB_OFFLINE is set or its host does not answer (a proxy in
     the environment counts as online: the hub client goes through it)."""
-    import socket
-    from urllib.parse import urlparse
-
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
         return False
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
@@ -105,6 +115,7 @@ def network_available(timeout: float = 3.0) -> bool:
 def hub_snapshot(repo_id: str) -> Path:
     """A local snapshot of a hub repository (``HUB_PATTERNS``): the cache first, then a download when online;
     else WeightsAbsent."""
+    # deferred: only a hub id needs the hub client; a local directory loads without it
     from huggingface_hub import snapshot_download
 
     try:
@@ -149,70 +160,111 @@ def resolve_model_dir(name_or_path: str | os.PathLike) -> Path:
 def load_config(model_dir: Path, **overrides):
     """transformers' AutoConfig of a model directory (``overrides`` such as num_labels=1); a clear error when
     config.json is missing."""
-    from transformers import AutoConfig
-
     if not (Path(model_dir) / "config.json").is_file():
         raise RiskRankError(f"{model_dir}: no config.json, not a Hugging Face model directory")
     with quiet_transformers():
+        # deferred: transformers is imported only when a load cannot be served from config.json and saved state
+        from transformers import AutoConfig
+
         return AutoConfig.from_pretrained(str(model_dir), local_files_only=True, **overrides)
 
 
 def load_tokenizer(model_dir: Path):
     """transformers' AutoTokenizer of a model directory; a RiskRankError naming it when it cannot be loaded."""
-    from transformers import AutoTokenizer
-
     try:
         with quiet_transformers():
+            # deferred: a warm start tokenises from the saved backend state (encode/tokenizer.py), no transformers
+            from transformers import AutoTokenizer
+
             return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except Exception as e:  # noqa: BLE001
         raise RiskRankError(f"{model_dir}: cannot load the tokenizer ({type(e).__name__}: {e})") from e
 
 
-def read_weight_files(files: Sequence[Path], target: dict, prefix: str) -> dict:
-    """{flat key: float32 array} of every tensor in the safetensors / msgpack ``files``, keyed as ``target``
-    (flat key -> shape: the Flax model's ``params_shape_tree``) keys them: the base-model ``prefix`` ("bert")
-    dropped, PyTorch-format names renamed and reshaped as transformers does, then the prefix put back where
-    ``target`` has it. Keys ``target`` lacks are kept (callers take what they need)."""
-    import jax
+def flat_params(tree: dict, prefix: tuple = ()) -> dict:
+    """{flat key (tuple of names): leaf} of a nested dict of parameters, as flax.traverse_util.flatten_dict gives
+    (empty dicts dropped), without importing flax."""
+    flat = {}
+    for name, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flat_params(value, prefix + (name,)))
+        else:
+            flat[prefix + (name,)] = value
+    return flat
+
+
+def nested_params(flat: dict) -> dict:
+    """Nested dicts of a {flat key: leaf} dict, keys sorted at every level (the order of a Flax shape tree)."""
+    tree: dict = {}
+    for key in sorted(flat):
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = flat[key]
+    return tree
+
+
+def _msgpack_tensors(path: Path) -> dict:
+    """{flat key: float32 array} of a flax_model.msgpack file (Flax names already)."""
+    # deferred: flax is needed for this one layout only; the safetensors readers run without it
     from flax.serialization import msgpack_restore
-    from flax.traverse_util import flatten_dict
-    from safetensors import safe_open
 
+    return {k: np.asarray(v, np.float32) for k, v in flat_params(msgpack_restore(Path(path).read_bytes())).items()}
+
+
+def _torch_bin_tensors(path: Path) -> dict:
+    """{name: float32 array} of a PyTorch .bin checkpoint (PyTorch names), read with torch."""
     try:
-        from transformers.modeling_flax_pytorch_utils import rename_key_and_reshape_tensor
-    except ImportError:  # transformers 5 has no Flax code
-        rename_key_and_reshape_tensor = rename_pytorch_key
+        # deferred: torch is optional, needed only for a .bin checkpoint
+        import torch
+    except ImportError:
+        raise RiskRankError(f"{path}: PyTorch .bin weights need torch to read; convert them to model.safetensors "
+                            "(or install torch)") from None
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    return {k: v.float().numpy() for k, v in state.items()}
 
-    def strip(key: tuple) -> tuple:
-        return key[1:] if key[0] == prefix and len(key) > 1 else key
 
-    def fit(key: tuple) -> tuple:
-        return (prefix,) + key if key not in target and (prefix,) + key in target else key
+def _safetensors_tensors(path: Path) -> tuple[dict, bool]:
+    """({name: float32 array}, whether the names are PyTorch's) of a safetensors file, any float dtype (bf16
+    included: read through jax, then copied to the host)."""
+    with safe_open(str(path), framework="flax") as st:
+        pt = (st.metadata() or {}).get("format", "pt") == "pt"
+        return {k: np.asarray(st.get_tensor(k).astype("float32")) for k in st.keys()}, pt  # noqa: SIM118
 
+
+def read_weight_files(files: Sequence[Path], target: dict, prefix: str) -> dict:
+    """{flat key: float32 array} of every tensor in the safetensors / msgpack / .bin ``files``, keyed as ``target``
+    (flat key -> shape: the model's parameter shape tree, flattened) keys them: the base-model ``prefix`` ("bert")
+    dropped, PyTorch-format names renamed and reshaped (``rename_pytorch_key``), then the prefix put back where
+    ``target`` has it. Keys ``target`` lacks are kept (callers take what they need). A file that cannot be read is
+    a RiskRankError naming its directory."""
     loaded: dict[tuple, np.ndarray] = {}
     for f in files:
-        if Path(f).suffix == ".msgpack":
-            for key, arr in flatten_dict(msgpack_restore(Path(f).read_bytes())).items():
-                loaded[fit(strip(tuple(key)))] = np.asarray(arr, np.float32)
-            continue
-        with safe_open(str(f), framework="flax") as st:
-            pt = (st.metadata() or {}).get("format", "pt") == "pt"
-            for k in st.keys():  # noqa: SIM118 - a safetensors handle, not a dict
-                arr = np.asarray(jax.device_get(st.get_tensor(k).astype("float32")))
-                key = strip(tuple(k.split(".")))
-                if pt:
-                    key, arr = rename_key_and_reshape_tensor(key, arr, target, prefix)
-                loaded[fit(key)] = arr
+        try:
+            if Path(f).suffix == ".msgpack":
+                tensors, pt = _msgpack_tensors(f), False
+            else:
+                tensors, pt = (_torch_bin_tensors(f), True) if Path(f).suffix == ".bin" else _safetensors_tensors(f)
+        except RiskRankError:
+            raise
+        except Exception as e:  # noqa: BLE001 - damaged files: reported with the directory named
+            raise RiskRankError(f"{Path(f).parent}: cannot read the weights ({type(e).__name__}: {e})") from e
+        for name, arr in tensors.items():
+            key = tuple(name) if isinstance(name, tuple) else tuple(name.split("."))
+            key = key[1:] if key[0] == prefix and len(key) > 1 else key
+            if pt:
+                key, arr = rename_pytorch_key(key, arr, target, prefix)
+            loaded[(prefix,) + key if key not in target and (prefix,) + key in target else key] = arr
     return loaded
 
 
 def rename_pytorch_key(key: tuple, arr: np.ndarray, target: dict, prefix: str) -> tuple[tuple, np.ndarray]:
     """A PyTorch-format weight's Flax key and array, by the rules of transformers 4's
-    ``rename_key_and_reshape_tensor`` (transformers 5 has no Flax code): a LayerNorm weight / gamma becomes
-    ``scale`` and an embedding weight ``embedding`` where ``target`` (flat key -> shape, with or without the
-    base-model ``prefix``) has that name; another ``weight`` becomes a ``kernel``, transposed (a 4-D convolution
-    weight to HWIO); batch-norm running statistics become ``mean`` / ``var``, old-style gamma / beta ``weight`` /
-    ``bias``, weight-norm parametrisations ``<name>_g`` / ``<name>_v``."""
+    ``rename_key_and_reshape_tensor`` (here because transformers 5 has no Flax code): a LayerNorm weight / gamma
+    becomes ``scale`` and an embedding weight ``embedding`` where ``target`` (flat key -> shape, with or without
+    the base-model ``prefix``) has that name; another ``weight`` becomes a ``kernel``, transposed (a 4-D
+    convolution weight to HWIO); batch-norm running statistics become ``mean`` / ``var``, old-style gamma / beta
+    ``weight`` / ``bias``, weight-norm parametrisations ``<name>_g`` / ``<name>_v``."""
 
     def known(k: tuple) -> bool:
         return k in target or (prefix,) + k in target
@@ -258,24 +310,6 @@ def complete_params(model_dir: Path, files: Sequence[Path], target: dict, loaded
     return params
 
 
-def params_from_pytorch_bin(model_dir: Path, cls, config=None):
-    """Params of a PyTorch .bin checkpoint through ``cls.from_pretrained(from_pt=True)`` (needs torch)."""
-    import jax
-
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RiskRankError(f"{model_dir}: PyTorch .bin weights need torch to read; convert them to "
-                            "model.safetensors (or install torch)") from None
-    kw = {} if config is None else {"config": config}
-    try:
-        with quiet_transformers():
-            full = cls.from_pretrained(str(model_dir), from_pt=True, local_files_only=True, **kw)
-    except Exception as e:  # noqa: BLE001 - reported with the directory named
-        raise RiskRankError(f"{model_dir}: cannot load the weights ({type(e).__name__}: {e})") from e
-    return jax.device_get(full.params)
-
-
 __all__ = ["HUB_PATTERNS", "WeightsAbsent", "quiet_transformers", "weight_files", "sha256_files",
            "network_available", "hub_snapshot", "resolve_model_dir", "load_config", "load_tokenizer",
-           "read_weight_files", "rename_pytorch_key", "complete_params", "params_from_pytorch_bin"]
+           "flat_params", "nested_params", "read_weight_files", "rename_pytorch_key", "complete_params"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from riskrank_jax.encode import hf
+from riskrank_jax.paths import resolve_cache_dir
 
 LOAD_STATE_DIR = "encoders"  # under the cache root: <root>/encoders/<hash of the model directory>.json
 
@@ -45,8 +46,6 @@ class LoadState:
         self.path = None
         self.data: dict = {}
         try:
-            from riskrank_jax.paths import resolve_cache_dir
-
             root = resolve_cache_dir(cache_root) / LOAD_STATE_DIR
             digest = hashlib.sha256(str(Path(model_dir).resolve()).encode()).hexdigest()[:16]
             self.path = root / f"{digest}.json"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from riskrank_jax.encode import hf
 from riskrank_jax.errors import RiskRankError
@@ -51,8 +52,6 @@ class BackendTokenizer:
     that tokenizer had, so the ids are the same; loaded without importing transformers."""
 
     def __init__(self, saved: dict):
-        from tokenizers import Tokenizer
-
         self.backend = Tokenizer.from_str(saved["backend"])
         self.pad_token_id, self.cls_token_id, self.sep_token_id = saved["pad_id"], saved["cls_id"], saved["sep_id"]
         self.model_max_length = saved["model_max_length"]

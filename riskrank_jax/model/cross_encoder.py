@@ -8,9 +8,11 @@ loading and forward pass (training and the gate: riskrank_jax/model/cross_encode
 A BERT classifier (the cross-encoder trained here from the bi-encoder, the ms-marco MiniLM baselines) runs the
 project's one BERT forward pass (``encode.bert.sequence_classifier_logits``, the bi-encoder's and the tuner's
 layers) over the parameter tree ``encode.bert_weights.param_shapes`` lays out from the config: no transformers
-model class is built or imported (except to read a PyTorch ``.bin`` file). Other families run transformers' Flax
+model class is built or imported, so it runs under transformers 4.x and 5.x. Other families run transformers' Flax
 classes (``FlaxAutoModelForSequenceClassification``'s mapping, ``FlaxT5ForConditionalGeneration`` for monoT5),
-imported only for them. Both agree with transformers' own forward within 1e-5. Two kinds of model:
+imported only for them; those exist in transformers 4.x only, and under 5.x loading one is a RiskRankError that
+names the installed version and what to install (``require_flax_transformers``). Both agree with transformers' own
+forward within 1e-5. Two kinds of model:
 
 - "classifier": a *ForSequenceClassification with one logit (two logits: logit 1 − logit 0); inputs
   ``[CLS] query [SEP] tool text [SEP]`` with token types 0/1, truncated longest-first to ``max_tokens``.
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +50,9 @@ from riskrank_jax.encode import hf
 from riskrank_jax.encode.bert import ACTIVATIONS, BertShape, sequence_classifier_logits
 from riskrank_jax.encode.bert_weights import param_shapes
 from riskrank_jax.encode.hf import WeightsAbsent
-from riskrank_jax.model.heldout import GATES
 from riskrank_jax.encode.sentence_config import default_model_dir
 from riskrank_jax.errors import RiskRankError
+from riskrank_jax.model.heldout import GATES
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, balanced_step, units_per_step
 from riskrank_jax.runtime.progress import progress_bar
 
@@ -283,11 +287,30 @@ class _ClipCompatNumpy:
         return jnp.clip(x, a_min if min is None else min, a_max if max is None else max)
 
 
+def _installed_transformers() -> str:
+    """The installed transformers' version ("not installed" when it is absent), read without importing it."""
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def require_flax_transformers(what: str) -> None:
+    """Raise a RiskRankError naming the installed transformers when it has no Flax classes (5.x and later), which
+    ``what`` (a model family other than BERT, the monoT5 baseline) runs on; a no-op under transformers 4.x."""
+    version = _installed_transformers()
+    if not version[:1].isdigit() or int(version.split(".")[0]) >= 5:
+        raise RiskRankError(
+            f"{what} runs on transformers' Flax classes, which transformers {version} (installed) does not have: "
+            "they exist in transformers 4.x only. Install it in this environment (pip install "
+            "'transformers>=4.57,<5') to run it; BERT cross-encoders run under either version.")
+
+
 def flax_t5_compat() -> None:
     """transformers' FlaxT5 calls ``jnp.clip(x, a_max=...)``, which this jax no longer accepts; the T5 module
     (only it) gets a ``jnp`` whose clip does. A no-op when jax still takes ``a_max``."""
-    import inspect
-
+    require_flax_transformers("the monoT5 baseline (transformers' FlaxT5ForConditionalGeneration)")
+    # deferred: transformers 4.x only (5.x has no Flax models), and only the monoT5 baseline needs it
     from transformers.models.t5 import modeling_flax_t5
 
     if "a_max" not in inspect.signature(jnp.clip).parameters:
@@ -296,14 +319,17 @@ def flax_t5_compat() -> None:
 
 def _flax_class(config, kind: str, model_dir: Path):
     """transformers' Flax class for the kind: a sequence-classification class, or FlaxT5ForConditionalGeneration
-    (imported here, for the families that need it: BERT runs without it)."""
+    (transformers 4.x only; BERT runs without it)."""
     if kind == "monot5":
         if config.model_type != "t5":
             raise RiskRankError(f"{model_dir}: kind 'monot5' needs a T5 model, got model_type {config.model_type!r}")
+        flax_t5_compat()
+        # deferred: transformers 4.x only (5.x has no Flax models), and only the monoT5 baseline needs it
         from transformers import FlaxT5ForConditionalGeneration
 
-        flax_t5_compat()
         return FlaxT5ForConditionalGeneration
+    require_flax_transformers(f"{model_dir}: a {config.model_type!r} sequence classifier (not BERT)")
+    # deferred: transformers 4.x only (5.x has no Flax models), and only families other than BERT need it
     from transformers.models.auto.modeling_flax_auto import FLAX_MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING
 
     try:
@@ -323,8 +349,6 @@ def _new_weight(key: tuple, shape: tuple, rng: np.random.Generator, init_range: 
 def _complete_params(model_dir: Path, files: list[Path], config, target: dict, loaded: dict, seed: int) -> dict:
     """The full parameter tree of ``target`` (flat key -> shape): ``loaded`` plus new heads / poolers from ``seed``
     (drawn in ``target``'s sorted key order); a missing or mis-shaped body weight is a RiskRankError."""
-    from flax.traverse_util import unflatten_dict
-
     rng = np.random.default_rng([int(seed), 29])
     init_range = float(getattr(config, "initializer_range", 0.02))
 
@@ -332,7 +356,7 @@ def _complete_params(model_dir: Path, files: list[Path], config, target: dict, l
         is_head = "classifier" in key or "pooler" in key or "score" in key
         return _new_weight(key, shape, rng, init_range) if is_head else None
 
-    return unflatten_dict(hf.complete_params(model_dir, files, target, loaded, new))
+    return hf.nested_params(hf.complete_params(model_dir, files, target, loaded, new))
 
 
 def _flax_model(config, kind: str, model_dir: Path):
@@ -351,18 +375,9 @@ def _load_dir(model_dir: Path, name: str, kind: str | None, max_tokens: int, see
     files = hf.weight_files(model_dir)
     if not files:
         raise WeightsAbsent(f"{model_dir}: no weights (model.safetensors, flax_model.msgpack or pytorch_model.bin)")
-    if files[0].suffix == ".bin":
-        cls = type(model) if model is not None else _flax_class(config, kind, model_dir)
-        params = hf.params_from_pytorch_bin(model_dir, cls, config)
-    else:
-        from flax.traverse_util import flatten_dict
-
-        target = flatten_dict(param_shapes(config, config.num_labels) if bert else model.params_shape_tree)
-        try:
-            loaded = hf.read_weight_files(files, target, "bert" if bert else model.base_model_prefix)
-        except Exception as e:  # damaged files: reported with the directory named
-            raise RiskRankError(f"{model_dir}: cannot read the weights ({type(e).__name__}: {e})") from e
-        params = _complete_params(model_dir, files, config, target, loaded, seed)
+    target = hf.flat_params(param_shapes(config, config.num_labels) if bert else model.params_shape_tree)
+    loaded = hf.read_weight_files(files, target, "bert" if bert else model.base_model_prefix)
+    params = _complete_params(model_dir, files, config, target, loaded, seed)
     params = jax.tree.map(jnp.asarray, params)  # on the device once, whichever file the weights came from
     return CrossEncoder(config, params, hf.load_tokenizer(model_dir), kind, name, model=model, max_tokens=max_tokens)
 
@@ -457,4 +472,4 @@ def _make_step(forward, opt, rows_per_chunk=None):
 
 
 __all__ = ["CrossEncoderConfig", "CrossEncoder", "WeightsAbsent", "BASELINE_RERANKERS", "BASELINE_KINDS", "KINDS",
-           "NOT_RUN_ABSENT", "flax_t5_compat", "load_cross_encoder", "init_from_encoder", "try_load_baseline"]
+           "NOT_RUN_ABSENT", "flax_t5_compat", "require_flax_transformers", "load_cross_encoder", "init_from_encoder", "try_load_baseline"]
