@@ -179,13 +179,13 @@ def _check_ranker(ranker) -> None:
         raise RankerError(f"expected a riskrank_jax Ranker (or RiskPolicyForAgents), got {type(ranker).__name__}")
 
 
-def search(policy: RiskPolicyForAgents, query: str, k: int, zero=None) -> dict:
+def search(policy: RiskPolicyForAgents, query: str, k: int) -> dict:
     """{"query", "k", "tools": name, description, risk level and source, score; "held_back": risky tools the
     risk penalty kept out of the top k} — the same result as the gateway's search_tools."""
     check_queries([query])
     r = policy.ranker
     k = max(1, min(int(k), r.size))
-    hits, held_back = search_with_held_back(r, query, k, zero=zero)
+    hits, held_back = search_with_held_back(r, query, k)
     tools = [{"name": h.name, "description": policy.descriptions.get(h.name, ""), "risk_level": h.risk_level,
               "risk_source": h.risk_source, "score": round(h.score, 4)} for h in hits]
     held = [{k_: v for k_, v in x.items() if k_ != "index"} for x in held_back]
@@ -201,8 +201,6 @@ def search_tool(ranker, k: int = 5, *, name: str = "search_tools"):
     policy = ranker if isinstance(ranker, RiskPolicyForAgents) else RiskPolicyForAgents.from_ranker(ranker)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= policy.ranker.size:
         raise RankerError(f"k must be an integer in 1..{policy.ranker.size}, got {k!r}")
-    r = policy.ranker
-    zero = r.with_config(dataclasses.replace(r.config, lam=0.0))
 
     def search_tools(query: str) -> dict:
         """Search the tool registry for the tools that fit a request; risky tools that fit less are held back.
@@ -210,7 +208,7 @@ def search_tool(ranker, k: int = 5, *, name: str = "search_tools"):
         Args:
             query: the user's request in plain words.
         """
-        return search(policy, query, k, zero=zero)
+        return search(policy, query, k)
 
     return function_tool(search_tools, name_override=name)
 

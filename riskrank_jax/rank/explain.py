@@ -15,7 +15,10 @@ import dataclasses
 
 import numpy as np
 
+from riskrank_jax.errors import RankerError
+from riskrank_jax.rank import stages
 from riskrank_jax.rank.ranker import check_queries
+from riskrank_jax.rank.tool_hits import make_hits
 from riskrank_jax.retrieve.steps import request_steps
 from riskrank_jax.scoring import is_risky, rank_order
 
@@ -36,32 +39,40 @@ def _ranked_positions(ranker, q_emb, query) -> np.ndarray:
     return pos
 
 
-def risky_held_back(ranker, query, k, ids, q_emb=None, zero=None) -> list[tuple[int, int]]:
-    """(tool id, 1-based rank at λ = 0) of each risky tool (r ≥ 3) in the top k at λ = 0, everything else
-    unchanged, that is not among ``ids`` (the top k now). q_emb [1, d]: the query already embedded; zero: the
-    ranker at λ = 0 when the caller keeps one (its prepared arrays and graph are then reused)."""
-    q_emb = ranker.encode_queries([query]) if q_emb is None else q_emb
-    if zero is None:
-        zero = ranker.with_config(dataclasses.replace(ranker.config, lam=0.0))
-    at_zero = zero.rank(q_emb, k=k, q_texts=[query])[0]
+def _risky_not_in(ranker, at_zero, ids) -> list[tuple[int, int]]:
+    """(tool id, 1-based rank at λ = 0) of each risky tool (r ≥ 3) of ``at_zero`` [k] that ``ids`` lacks."""
     kept = set(np.asarray(ids).tolist())
-    return [(int(t), j + 1) for j, t in enumerate(at_zero)
+    return [(int(t), j + 1) for j, t in enumerate(np.asarray(at_zero))
             if int(t) not in kept and is_risky(int(ranker.risk_levels[t]))]
 
 
-def search_with_held_back(ranker, query: str, k: int, zero=None) -> tuple[list, list[dict]]:
-    """(hits, held back) for one request: ``rank_queries``' ToolHits (the query embedded once, for both
-    rankings) and, per risky tool held back (``risky_held_back``), {"index", "name", "risk_level", "risk_source",
-    "rank_at_lambda_0", "reason"}. What a search seam (the gateway, the framework adapters) returns."""
+def risky_held_back(ranker, query, k, ids, q_emb=None) -> list[tuple[int, int]]:
+    """(tool id, 1-based rank at λ = 0) of each risky tool (r ≥ 3) in the top k at λ = 0, everything else
+    unchanged, that is not among ``ids`` (the top k now). q_emb [1, d]: the query already embedded."""
+    q_emb = ranker.encode_queries([query]) if q_emb is None else q_emb
+    zero = dataclasses.replace(ranker.config, lam=0.0)  # the same prepared inputs, ranked at λ = 0
+    at_zero = stages.ranked(ranker.prepared, zero, q_emb, [query], k, ranker.encoder)[0]
+    return _risky_not_in(ranker, at_zero, ids)
+
+
+def search_with_held_back(ranker, query: str, k: int) -> tuple[list, list[dict]]:
+    """(hits, held back) for one request: ``rank_queries``' ToolHits and, per risky tool held back (in the top k
+    at λ = 0, not now), {"index", "name", "risk_level", "risk_source", "rank_at_lambda_0", "reason"}. One walk down
+    the stages: the request is embedded, first-staged and request-staged once for both rankings. What a search seam
+    (the gateway, the framework adapters) returns."""
+    check_queries([query])
+    if not 1 <= k <= ranker.size:
+        raise RankerError(f"k must be in 1..{ranker.size}, got {k}")
     q_emb = ranker.encode_queries([query])
-    hits = ranker.rank_queries([query], k=k, q_emb=q_emb)[0]
-    ids = np.asarray([ranker.tool_index[h.name] for h in hits], np.int64)
+    ids, total, rel, at_zero = stages.ranked_with_scores(ranker.prepared, ranker.config, q_emb, [query], k,
+                                                         ranker.encoder, also_at_lambdas=(0.0,))
+    hits = make_hits(ids, total, rel, ranker.tool_names, ranker.risk_levels, ranker.risk_source, None)[0]
     held = []
-    for t, at_zero in risky_held_back(ranker, query, k, ids, q_emb=q_emb, zero=zero):
+    for t, rank_at_zero in _risky_not_in(ranker, at_zero[0], ids[0]):
         lvl, src = int(ranker.risk_levels[t]), ranker.risk_source[t]
         held.append({"index": t, "name": ranker.tool_names[t], "risk_level": lvl, "risk_source": src,
-                     "rank_at_lambda_0": at_zero,
-                     "reason": f"risk level {lvl} ({src}): #{at_zero} on relevance alone, below the top {k} once "
+                     "rank_at_lambda_0": rank_at_zero,
+                     "reason": f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, below the top {k} once "
                                "the risk penalty is applied; name it in the request to get it back"})
     return hits, held
 

@@ -27,6 +27,7 @@ paper benchmarks run the same stage functions (``scoring.penalise``, ``stacked``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -83,12 +84,12 @@ class Prepared:
 
 
 def _source(r) -> tuple:
-    return (r.tool_names, r.tool_texts, r.tool_emb, r.risk_scores, r.risk_levels, r.perm_level, r.params, r.graph, r.tool_server,
-            r.server_emb)
+    return (r.tool_names, r.tool_texts, r.tool_emb, r.risk_scores, r.risk_levels, r.perm_level, r.params, r.graph,
+            r.tool_server, r.server_emb)
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+def _same(a: tuple, b: tuple, fields: slice = slice(None)) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a[fields], b[fields]))
 
 
 def needs_bm25(config) -> bool:
@@ -96,25 +97,30 @@ def needs_bm25(config) -> bool:
 
 
 def prepare(r, previous: Prepared | None = None) -> Prepared:
-    """The Prepared of a ranker's arrays ``r`` (tool_names, tool_texts, tool_emb, risk_scores, risk_levels, perm_level,
-    params, graph, tool_server, server_emb) for ``r.config``: ``previous`` as it is when built from the same arrays
-    and holding what the config needs; with the BM25 index added when the config needs it; else built anew."""
+    """The Prepared of a ranker's arrays ``r`` (tool_names, tool_texts, tool_emb, risk_scores, risk_levels,
+    perm_level, params, graph, tool_server, server_emb) for ``r.config``. Each part of ``previous`` built from the
+    same arrays (the same objects) is reused: all of it for a ``with_config`` copy, the device arrays and graph
+    tables when only the names changed; the BM25 index is built when the config needs it and no reusable one
+    exists."""
     source = _source(r)
-    if previous is not None and _same(previous.source, source):
-        if previous.bm25 is not None or not needs_bm25(r.config):
-            return previous
-        return Prepared(previous.device, previous.graph, previous.graph_tables,
-                        first_stage.Bm25Index(list(r.tool_texts)), previous.tool_server, previous.server_emb,
-                        previous.index, source)
-    device = {"tool_emb": r.tool_emb, "risk_scores": r.risk_scores, "risk_levels": r.risk_levels,
-              "perm_level": r.perm_level}
-    if r.params is not None:
-        device["params"] = r.params
-    # the compile-light bucket sums: a ranker smooths a few requests at a time and compiles once per batch size
-    tables = None if r.graph is None else smoothing.prepare_graph(r.graph, unrolled=False)
-    bm25 = first_stage.Bm25Index(list(r.tool_texts)) if needs_bm25(r.config) else None
-    index = {n: i for i, n in enumerate(r.tool_names)}
-    return Prepared(jax.device_put(device), r.graph, tables, bm25, r.tool_server, r.server_emb, index, source)
+    prev = previous.source if previous is not None else ()
+    if _same(prev, source) and (previous.bm25 is not None or not needs_bm25(r.config)):
+        return previous
+    if _same(prev, source, slice(2, 7)):
+        device = previous.device
+    else:
+        device = {"tool_emb": r.tool_emb, "risk_scores": r.risk_scores, "risk_levels": r.risk_levels,
+                  "perm_level": r.perm_level, **({} if r.params is None else {"params": r.params})}
+        device = jax.device_put(device)
+    if _same(prev, source, slice(7, 8)):
+        tables = previous.graph_tables
+    else:  # the compile-light bucket sums: a ranker smooths a few requests at a time, compiling once per batch size
+        tables = None if r.graph is None else smoothing.prepare_graph(r.graph, unrolled=False)
+    bm25 = previous.bm25 if _same(prev, source, slice(1, 2)) else None
+    if bm25 is None and needs_bm25(r.config):
+        bm25 = first_stage.Bm25Index(list(r.tool_texts))
+    index = previous.index if _same(prev, source, slice(0, 1)) else {n: i for i, n in enumerate(r.tool_names)}
+    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, source)
 
 
 def query_bucket(n: int) -> int:
@@ -334,17 +340,28 @@ def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     return np.asarray(ids[:n_q])
 
 
-def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder):
-    """(ids int32 [Q, k], total [Q, k], relevance [Q, k]) as numpy: ``ranked`` and the scores of the tools it
-    returns, from one walk down the stages (with n_candidates: the ranking's and the full scores' walks)."""
-    if config.n_candidates is not None:
-        ids = ranked(p, config, q_emb, q_texts, k, encoder)
-        parts = score_parts(p, config, q_emb, q_texts, encoder)
-        return (ids, *(np.take_along_axis(np.asarray(x), ids, -1) for x in (parts.total, parts.relevance)))
+def _top_with_scores(p: Prepared, config, q, first, k: int):
+    """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N]: the risk,
+    candidate, graph, filter and top-k stages of ``config``."""
+    if config.n_candidates is None:
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
+        ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
+        return ids, parts.total, parts.relevance
+    rel, _, pen, cs, cand = candidate_stage(p, config, q, first)
+    ids = candidate_top_k(p.device, cs, cand, first, config, k)
+    total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[jnp.arange(cand.shape[0])[:, None], cand].set(cs)
+    return ids, jnp.take_along_axis(total, ids, -1), jnp.take_along_axis(rel, ids, -1)
+
+
+def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=()) -> tuple:
+    """(ids int32 [Q, k], total [Q, k], relevance [Q, k]) as numpy: the top k under ``config`` and their scores;
+    then, for each λ of ``also_at_lambdas``, the ids [Q, k] under ``config`` at that λ. One walk: the first stage
+    and the request stages (which λ does not change) run once for all of them."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
-    rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
-    ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
-    return tuple(np.asarray(x)[:n_q] for x in (ids, parts.total, parts.relevance))
+    out = _top_with_scores(p, config, q, first, k)
+    more = [_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k)[0]
+            for lam in also_at_lambdas]
+    return tuple(np.asarray(x)[:n_q] for x in (*out, *more))
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",

@@ -48,11 +48,9 @@ class Entry:
 
 @dataclass(frozen=True, eq=False)
 class Catalog:
-    """The tools the gateway ranks and gates: ``ranker`` over ``entries`` (same order), ``zero`` the same ranker
-    at λ = 0 (what relevance alone would return, for the held-back list)."""
+    """The tools the gateway ranks and gates: ``ranker`` over ``entries`` (same order)."""
 
     ranker: Any
-    zero: Any
     entries: tuple[Entry, ...]
     built_at: float
     seconds: float
@@ -125,8 +123,7 @@ def build_catalog(server_tools, registries, rank: RankSettings, encoder, cache, 
     if ranker is None:
         ranker = Ranker.from_registry(reg, encoder=encoder, cache=cache, config=rank.config, risk_head=rank.risk_head,
                                       trust_annotations=rank.trust_annotations, trusted_sources=trusted)
-    zero = ranker.with_config(dataclasses.replace(ranker.config, lam=0.0))
-    return Catalog(ranker, zero, tuple(entries), time.time(), time.perf_counter() - t0)
+    return Catalog(ranker, tuple(entries), time.time(), time.perf_counter() - t0)
 
 
 def _saved_ranker(model_dir, reg, encoder):
@@ -150,7 +147,7 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
     r = catalog.ranker
     state = state or (lambda i: catalog_state(catalog, i))
     k = max(1, min(int(k), r.size))
-    hits, held_back = search_with_held_back(r, query, k, zero=catalog.zero)
+    hits, held_back = search_with_held_back(r, query, k)
     tools = []
     for h in hits:
         i = catalog.by_name[h.name]
