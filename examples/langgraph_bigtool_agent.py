@@ -14,6 +14,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph_bigtool import create_agent
 from pydantic import Field
 
 from riskrank_jax.integrations.langgraph_bigtool import RiskAwareRetriever
@@ -124,8 +125,6 @@ class ScriptedChatModel(BaseChatModel):
 
 def run_agent(retriever: RiskAwareRetriever, registry: dict, request: str) -> list[str]:
     """Run the bigtool agent once on `request`; the names of the registry tools bound on its last step."""
-    from langgraph_bigtool import create_agent
-
     llm = ScriptedChatModel()
     agent = create_agent(llm, registry, retrieve_tools_function=retriever.retrieve_tools_function,
                          retrieve_tools_coroutine=retriever.retrieve_tools_coroutine).compile()

@@ -17,6 +17,12 @@ import json
 import sys
 from pathlib import Path
 
+from agents import Agent, ModelResponse, RunContextWrapper, Runner, Usage, set_tracing_disabled
+from agents.exceptions import AgentsException
+from agents.mcp import MCPServerStdio, MCPUtil
+from agents.models.interface import Model
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
 from riskrank_jax import RankConfig
 from riskrank_jax.integrations.openai_agents import (
     RiskPolicyForAgents,
@@ -40,9 +46,6 @@ def server_params() -> dict:
 async def filtered_listing() -> tuple[RiskPolicyForAgents, list[str], dict]:
     """(policy, tool names the filtered server lists, tool name -> needs approval): list the server's tools,
     rank them, set the risk filter on the live server and list again; approval through the SDK's conversion."""
-    from agents import Agent, RunContextWrapper
-    from agents.mcp import MCPServerStdio, MCPUtil
-
     async with MCPServerStdio(params=server_params(), name="files") as server:
         policy = RiskPolicyForAgents.from_mcp_tools(await server.list_tools())
         server.tool_filter = policy.tool_filter(block_above=3)  # a server built later takes it as tool_filter=
@@ -53,85 +56,76 @@ async def filtered_listing() -> tuple[RiskPolicyForAgents, list[str], dict]:
     return policy, [t.name for t in listed], approval
 
 
-def make_model(path: str):
-    """A fresh ``agents.models.interface.Model`` that plays a tool-using model on one file, without network.
+def _call(name: str, args: dict, n: int) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(id=f"fc_{n}", call_id=f"call_{n}", type="function_call", name=name,
+                                    arguments=json.dumps(args), status="completed")
+
+
+def _say(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(id="msg_1", type="message", role="assistant", status="completed",
+                                 content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+
+
+def _outputs(items) -> list[str]:
+    return [i["output"] for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+
+
+def _parse(text):  # a function tool's dict comes back as str(dict); an MCP tool's as a list of content items
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return ast.literal_eval(text)
+
+
+class ScriptedModel(Model):
+    """An ``agents.models.interface.Model`` that plays a tool-using model on one file, without network.
     Turn 1 calls search_tools with the request; turn 2 reads the search result from the input and calls the tool
     it ranks first on ``path``; turn 3 answers with that tool's output. It records the tool names it was offered
     in each turn (the ``tools`` argument of get_response)."""
-    from agents import ModelResponse, Usage
-    from agents.models.interface import Model
-    from openai.types.responses import (
-        ResponseFunctionToolCall,
-        ResponseOutputMessage,
-        ResponseOutputText,
-    )
 
-    def call(name: str, args: dict, n: int) -> ResponseFunctionToolCall:
-        return ResponseFunctionToolCall(id=f"fc_{n}", call_id=f"call_{n}", type="function_call", name=name,
-                                        arguments=json.dumps(args), status="completed")
+    def __init__(self, path: str):
+        self.path = path
+        self.offered: list[list[str]] = []
+        self.search: dict | None = None
+        self.picked: str | None = None
 
-    def say(text: str) -> ResponseOutputMessage:
-        return ResponseOutputMessage(id="msg_1", type="message", role="assistant", status="completed",
-                                     content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
+                           tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **_):
+        self.offered.append([t.name for t in tools])
+        request = input if isinstance(input, str) else next(
+            i["content"] for i in input if isinstance(i, dict) and i.get("role") == "user")
+        done = [] if isinstance(input, str) else _outputs(input)
+        if not done:  # turn 1: ask the risk-aware search which tools fit
+            out = _call("search_tools", {"query": request}, 1)
+        elif len(done) == 1:  # turn 2: call the best ranked tool (the model trusts the search)
+            self.search = _parse(done[0])
+            self.picked = self.search["tools"][0]["name"]
+            out = _call(self.picked, {"path": self.path}, 2)
+        else:  # turn 3: answer with the tool's output
+            try:
+                result = _parse(done[-1])
+                text = " ".join(c.get("text", "") for c in result) if isinstance(result, list) else result
+            except (ValueError, SyntaxError):  # plain text output
+                text = str(done[-1])
+            out = _say(f"{self.picked}: {text}")
+        return ModelResponse(output=[out], usage=Usage(), response_id=None)
 
-    def outputs(items) -> list[str]:
-        return [i["output"] for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
-
-    def parse(text):  # a function tool's dict comes back as str(dict); an MCP tool's as a list of content items
-        if not isinstance(text, str):
-            return text
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            return ast.literal_eval(text)
-
-    class _Scripted(Model):
-        def __init__(self):
-            self.offered: list[list[str]] = []
-            self.search: dict | None = None
-            self.picked: str | None = None
-
-        async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
-                               tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **_):
-            self.offered.append([t.name for t in tools])
-            request = input if isinstance(input, str) else next(
-                i["content"] for i in input if isinstance(i, dict) and i.get("role") == "user")
-            done = [] if isinstance(input, str) else outputs(input)
-            if not done:  # turn 1: ask the risk-aware search which tools fit
-                out = call("search_tools", {"query": request}, 1)
-            elif len(done) == 1:  # turn 2: call the best ranked tool (the model trusts the search)
-                self.search = parse(done[0])
-                self.picked = self.search["tools"][0]["name"]
-                out = call(self.picked, {"path": path}, 2)
-            else:  # turn 3: answer with the tool's output
-                try:
-                    result = parse(done[-1])
-                    text = " ".join(c.get("text", "") for c in result) if isinstance(result, list) else result
-                except (ValueError, SyntaxError):  # plain text output
-                    text = str(done[-1])
-                out = say(f"{self.picked}: {text}")
-            return ModelResponse(output=[out], usage=Usage(), response_id=None)
-
-        def stream_response(self, *args, **kwargs):
-            raise NotImplementedError("the scripted model does not stream")
-
-    return _Scripted()
+    def stream_response(self, *args, **kwargs):
+        raise NotImplementedError("the scripted model does not stream")
 
 
 async def agent_loop(policy: RiskPolicyForAgents) -> dict:
     """Run Runner.run twice over the filtered, approval-gated server and the search tool, with a scripted model:
     a read-only request (search_tools, then read_file) and a delete request (search_tools, then delete_file)."""
-    from agents import Agent, Runner, set_tracing_disabled
-    from agents.exceptions import AgentsException
-    from agents.mcp import MCPServerStdio
-
     set_tracing_disabled(True)  # no trace export: nothing leaves this machine
     report = {}
     async with MCPServerStdio(params=server_params(), name="files",
                               tool_filter=policy.tool_filter(block_above=3),
                               require_approval=policy.require_approval(above=2)) as server:
         for label, request, path in (("read", READ_REQUEST, "notes.txt"), ("delete", DELETE_REQUEST, "report.md")):
-            model = make_model(path)
+            model = ScriptedModel(path)
             agent = Agent(name="files-agent", instructions="Use search_tools first, then the tool it ranks first.",
                           model=model, mcp_servers=[server], tools=[search_tool(policy, k=K)])
             row = {"request": request}

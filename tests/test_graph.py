@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
+import tracemalloc
+from types import SimpleNamespace
 
 import jraph
 import numpy as np
@@ -14,6 +17,7 @@ import pytest
 from riskrank_jax.permissions import permission_mask
 from riskrank_jax.graph.tool_graph import (EDGE_TYPES, GraphConfig, ToolGraph, build_fold_graphs, build_tool_graph,
                                            stats, with_edge_types)
+from riskrank_jax.rank.registry_inputs import REGISTRY_MAX_NEIGHBOURS, RankingInputs, zero_shot_graph
 
 
 def hand_example():
@@ -308,9 +312,6 @@ def test_bounded_graph_equals_unbounded_when_m_covers_every_tool(m):
 
 
 def test_bounded_graph_of_30k_tools_never_holds_an_n_by_n_array():
-    import time
-    import tracemalloc
-
     n, m = 30_000, 8
     rng = np.random.default_rng(0)
     emb = rng.normal(size=(n, 8)).astype(np.float32)
@@ -347,11 +348,6 @@ def test_bound_is_off_by_default_and_checked():
 
 
 def test_zero_shot_graph_is_bounded():
-    from types import SimpleNamespace
-
-    from riskrank_jax.rank.registry_inputs import (REGISTRY_MAX_NEIGHBOURS, RankingInputs,
-                                                   zero_shot_graph)
-
     n = 3 * REGISTRY_MAX_NEIGHBOURS
     rng = np.random.default_rng(0)
     emb = (np.ones((n, 16)) + 0.01 * rng.normal(size=(n, 16))).astype(np.float32)  # every pair: cosine > 0.65

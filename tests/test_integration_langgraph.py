@@ -15,6 +15,8 @@ from conftest import run_script
 pytest.importorskip("langgraph_bigtool")
 
 from langchain_core.tools import StructuredTool, tool
+from langchain_core.messages import HumanMessage
+from langgraph_bigtool import create_agent
 
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
 from riskrank_jax.errors import DuplicateToolError, ToolSpecError
@@ -68,9 +70,6 @@ def test_function_and_coroutine_agree(example, retriever):
 
 
 def test_async_agent_matches_sync(example, retriever):
-    from langchain_core.messages import HumanMessage
-    from langgraph_bigtool import create_agent
-
     llm = example.ScriptedChatModel()
     agent = create_agent(llm, example.make_registry(), retrieve_tools_coroutine=retriever.retrieve_tools_coroutine)
     asyncio.run(agent.compile().ainvoke({"messages": [HumanMessage(example.DELETE_REQUEST)]}))

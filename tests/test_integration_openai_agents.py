@@ -17,6 +17,11 @@ from conftest import run_script
 
 pytest.importorskip("agents")
 
+from agents import Agent, FunctionTool, RunContextWrapper  # noqa: E402
+from agents.mcp import MCPServerStdio, MCPUtil  # noqa: E402
+from agents.tool_context import ToolContext  # noqa: E402
+
+from riskrank_jax.encode.embedding_cache import EmbeddingCache  # noqa: E402
 from riskrank_jax.errors import (
     DuplicateToolError,
     RankerError,
@@ -36,11 +41,6 @@ EXAMPLE = ROOT / "examples" / "openai_agents_filter.py"
 
 async def _list_through_sdk(cache_dir):
     """(policy, tool names listed through three filters, tool name -> needs_approval) from one server start."""
-    from agents import Agent, RunContextWrapper
-    from agents.mcp import MCPServerStdio, MCPUtil
-
-    from riskrank_jax.encode.embedding_cache import EmbeddingCache
-
     params = {"command": sys.executable, "args": [str(SERVER)]}
     ctx = RunContextWrapper(context=None)
     got = {}
@@ -94,9 +94,6 @@ def test_approval_map_lists_tools_above_level_3(listed):
 
 
 def test_search_tool_returns_read_tools_and_holds_back_delete(listed):
-    from agents import FunctionTool
-    from agents.tool_context import ToolContext
-
     policy, _ = listed
     tool = search_tool(policy, k=3)
     assert isinstance(tool, FunctionTool) and tool.name == "search_tools"

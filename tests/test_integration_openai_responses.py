@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("openai")
 
+from riskrank_jax.encode.embedding_cache import EmbeddingCache  # noqa: E402
 from riskrank_jax.errors import DuplicateToolError, RankerError, ToolSpecError  # noqa: E402
 from riskrank_jax.integrations.openai_tool_search import ResponsesToolSearch  # noqa: E402
 
@@ -24,8 +25,6 @@ def _function_tools() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def search(tmp_path_factory):
-    from riskrank_jax.encode.embedding_cache import EmbeddingCache
-
     return ResponsesToolSearch.from_tools(_function_tools(), k=3, cache=EmbeddingCache(tmp_path_factory.mktemp("c")))
 
 

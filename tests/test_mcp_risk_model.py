@@ -12,6 +12,8 @@ import pytest
 from riskrank_jax.registry.mcp_corpus import load_corpus, package_name, reserved_packages, server_folds
 from riskrank_jax.errors import DataError, RiskHeadError
 from riskrank_jax.registry import mcp_risk
+from riskrank_jax.registry import load_registry
+from riskrank_jax.registry.dimensions import DimensionPolicy
 from riskrank_jax.experiments.mcp_risk_eval import annotations_only, choose_thresholds, gate_metrics, spec_defaults
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,8 +143,6 @@ def test_gate_metrics_and_baselines():
     m = gate_metrics(np.array([False, False, True, True, True, False]), np.array([True, True, True, False, False, False]))
     assert m["must_confirm_recall"] == pytest.approx(2 / 3) and m["reads_allowed"] == pytest.approx(2 / 3)
     assert m["asked"] == pytest.approx(0.5) and (m["must_confirm"], m["others"]) == (3, 3)
-    from riskrank_jax.registry import load_registry
-
     reg = load_registry([("s", {"tools": [
         {"name": "a", "description": "A", "inputSchema": {}, "annotations": {"readOnlyHint": True}},
         {"name": "b", "description": "B", "inputSchema": {}, "annotations": {"readOnlyHint": False,
@@ -154,9 +154,6 @@ def test_gate_metrics_and_baselines():
 
 
 def test_thresholds_are_chosen_for_recall_first():
-    from riskrank_jax.registry import load_registry
-    from riskrank_jax.registry.dimensions import DimensionPolicy
-
     tools = [{"name": f"t{i}", "description": "Tool", "inputSchema": {}} for i in range(4)]
     reg = load_registry([("s", {"tools": tools})])
     probs = np.zeros((4, 7), np.float32)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bm25s
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,8 +41,6 @@ def test_bm25_exact_match_first_and_shapes():
 
 
 def test_bm25_deterministic_and_matches_bm25s_retrieve():
-    import bm25s
-
     a = R.bm25_scores(TOOLS, QUERIES[:3])
     b = R.bm25_scores(TOOLS, QUERIES[:3])
     np.testing.assert_array_equal(a, b)

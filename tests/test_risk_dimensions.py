@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from riskrank_jax.errors import ConfigError
+from riskrank_jax.rank.ranker import Ranker
 from riskrank_jax.registry import load_registry
 from riskrank_jax.registry.arguments import judge_arguments, judge_shell, judge_sql
 from riskrank_jax.registry.dimensions import (FLAGS, MODEL_OUTPUTS, MUTATIONS, DimensionPolicy, assess_dimensions,
                                               assessment_to_risk, keyword_hits, level_from_dimensions, must_confirm)
 from riskrank_jax.serve.policy import Policy, decide
+from riskrank_jax.serve.config import read_config
 
 
 def _tool(name, description, props=None, annotations=None):
@@ -260,9 +263,6 @@ def test_policy_names_dimensions():
 
 
 def test_config_policy_names_dimensions(tmp_path):
-    from riskrank_jax.errors import ConfigError
-    from riskrank_jax.serve.config import read_config
-
     path = tmp_path / "servers.json"
     path.write_text('{"mcpServers": {"files": {"command": "python", "args": ["s.py"]}},\n'
                     ' "policy": {"ask_dimensions": ["public_sink"], "allow_dimensions": ["local_write"],\n'
@@ -275,8 +275,6 @@ def test_config_policy_names_dimensions(tmp_path):
 
 
 def test_a_saved_ranker_keeps_its_risk_dimensions(tmp_path):
-    from riskrank_jax.rank.ranker import Ranker
-
     reg = _registry(("pg", POSTGRES), ("slack", SLACK))
     d = assess_dimensions(reg)
     rows = tuple(d.row(i) for i in range(reg.size))

@@ -340,12 +340,6 @@ def test_graphs_on_a_union_edge_list_and_fixed_shapes():
 
 def test_graph_without_edges_smooths_to_the_definition():
     """No edges: P = 0, so out = (S + (1 - α) S) / 2 (a two-tool registry whose tools share nothing)."""
-    import jax.numpy as jnp
-    import numpy as np
-
-    from riskrank_jax.graph import smoothing
-    from riskrank_jax.graph.tool_graph import build_tool_graph
-
     emb = np.eye(2, 4, dtype=np.float32)
     g = build_tool_graph(emb, np.zeros((2, 5), bool), np.array([1, 5]), np.full((1, 1), -1, np.int32))
     assert g.n_edges == 0

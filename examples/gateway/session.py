@@ -13,6 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -48,9 +52,6 @@ async def transcript(client) -> list[str]:
 
 
 async def main() -> None:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "servers.json"
         cfg.write_text(json.dumps(config_for(sys.executable)))
@@ -66,6 +67,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    import anyio
-
     anyio.run(main)
