@@ -28,7 +28,7 @@ def main(argv=None) -> None:
         res = json.loads((d / "results.json").read_text())
         written = plot_figures(res, d)
         if args.tables:
-            (d / "tables.md").write_text(report.tables_markdown(res))
+            (d / "tables.md").write_text(report.tables_markdown(res) + report.run_tables(res))
             written.append(d / "tables.md")
         print(f"{d}: " + ", ".join(p.name for p in written))
 

@@ -264,3 +264,35 @@ def test_two_spellings_of_a_leaf_give_one_tree(spelling):
     # a derived leaf set itself keeps its value, whatever the order of the spellings
     r = CliRunner().invoke(main, ["--show-config", "--set", "risk_head.epochs=7", *spelling])
     assert r.exit_code == 0 and json.loads(r.output)["risk_head"]["epochs"] == 7, r.output
+
+
+def test_the_skeleton_runs_any_family_and_owns_key_reuse_and_files(tmp_path, monkeypatch):
+    """A family supplies data and evaluation only; run key, reuse, results.json's common fields and the files are
+    the skeleton's (``experiments.run``), the same for every benchmark."""
+    from riskrank_jax.experiments import run as run_mod
+    from riskrank_jax.experiments.family import RUN_FIELDS, Family
+
+    calls = []
+
+    def evaluate(cfg, bench, encoder, plan, log):
+        calls.append(plan)
+        return {"protocol": "toy", "rows": {"a": log.run("score", lambda: 0.5)}}
+
+    toy = Family(load=lambda cfg, log: tiny_benchmark(), plan=lambda cfg, given, scale=1: scale,
+                 key_parts=lambda cfg, plan: [plan], evaluate=evaluate, main_table=lambda res: "TOY TABLE",
+                 tables=lambda res: f"# toy {res['rows']['a']}\n", results_version=1)
+    monkeypatch.setitem(run_mod.FAMILIES, "toy", toy)
+    cfg = default_config("toy")
+    lines = []
+    res = run_mod.run_benchmark(cfg, tmp_path, encoder=BagOfWordsEncoder(), report_to=lines.append)
+    saved = json.loads((tmp_path / "toy" / "results.json").read_text())
+    assert set(RUN_FIELDS) <= set(saved) and saved["rows"] == {"a": 0.5} and saved["encoder"] == "test-bow-64"
+    assert saved["config"] == json.loads(json.dumps(cfg.to_dict())) and saved["run_key"] == res["run_key"]
+    tables = (tmp_path / "toy" / "tables.md").read_text()
+    assert tables.startswith("# toy 0.5") and "## Stage timings (s)" in tables and "| score |" in tables
+    assert lines[0] == "TOY TABLE" and lines[1].startswith(f"[toy] wrote {tmp_path / 'toy'}/results.json, tables.md")
+    run_mod.run_benchmark(cfg, tmp_path, encoder=BagOfWordsEncoder(), report_to=lines.append)  # reused
+    assert len(calls) == 1 and lines[-1].startswith("[toy] reusing your run of ")
+    again = run_mod.run_benchmark(cfg, tmp_path, encoder=BagOfWordsEncoder(), report_to=lines.append, scale=2)
+    assert calls == [1, 2] and again["run_key"] != res["run_key"]  # the family's plan is part of the key
+    assert set(run_mod.FAMILIES) >= set(run_mod.ALL_BENCHMARKS)

@@ -1,11 +1,11 @@
 """A benchmark family: what one kind of benchmark supplies to the sweep skeleton (``experiments.run``).
 
-    PAPER = Family(load=..., plan=..., key_parts=..., evaluate=..., main_table=..., write_files=...,
-                   results_version=2)
+    PAPER = Family(load=..., plan=..., key_parts=..., evaluate=..., main_table=..., tables=..., results_version=2,
+                   figures=...)
     run_benchmark(cfg, workdir)      # the skeleton: FAMILIES[cfg.benchmark] gives the steps above
 
 A family gives its data and its evaluation step (big_vision's ``config.evals``); the skeleton owns the run key,
-the reuse of an earlier run, the results' common fields (``RUN_FIELDS``), results.json and the closing lines.
+the reuse of an earlier run, the results' common fields (``RUN_FIELDS``), the files and the closing lines.
 Built as a record of functions so that every benchmark walks down one ``run_benchmark``, and a new benchmark is a
 new record, not a second pipeline.
 """
@@ -21,6 +21,11 @@ RUN_FIELDS = ("device", "side_by_side", "timings", "peak_rss_mb", "memory_budget
               "reproducibility", "finished_at")
 
 
+def no_figures(results: dict, out_dir: Path) -> list:
+    """The figures of a family that draws none: none."""
+    return []
+
+
 @dataclass(frozen=True)
 class Family:
     """The steps one kind of benchmark supplies (each a pure function of its arguments but for files it reads or
@@ -33,7 +38,8 @@ class Family:
         ``results_version`` (JSON-able);
     evaluate(cfg, bench, encoder, plan, log) -> dict: results.json's sections of this family, "protocol" first;
     main_table(results) -> str: the table printed at the end of a run (and when a run is reused);
-    write_files(results, out_dir) -> tuple of names: tables.md and any figures, written before results.json;
+    tables(results) -> str: tables.md (the skeleton adds the stage timings and memory, ``report.run_tables``);
+    figures(results, out_dir) -> paths: the figures written beside them (``no_figures``: none);
     reproducibility: what a rerun may differ by (results.json "reproducibility"; None: not stated)."""
 
     load: Callable[..., Any]
@@ -41,9 +47,10 @@ class Family:
     key_parts: Callable[[Any, Any], list]
     evaluate: Callable[..., dict]
     main_table: Callable[[dict], str]
-    write_files: Callable[[dict, Path], tuple[str, ...]]
+    tables: Callable[[dict], str]
     results_version: int
+    figures: Callable[[dict, Path], list] = no_figures
     reproducibility: dict | None = None
 
 
-__all__ = ["Family", "RUN_FIELDS"]
+__all__ = ["Family", "RUN_FIELDS", "no_figures"]

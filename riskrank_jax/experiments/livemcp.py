@@ -52,7 +52,7 @@ from riskrank_jax.errors import DataError
 from riskrank_jax.experiments import livemcp_defaults as defaults_by_servers
 from riskrank_jax.experiments import livemcp_transfer as transfer
 from riskrank_jax.experiments.family import Family
-from riskrank_jax.experiments.livemcp_tables import livemcp_files, table_text
+from riskrank_jax.experiments.livemcp_tables import table_text, tables_md
 from riskrank_jax.experiments.livemcp_transfer import CE_TOP
 from riskrank_jax.experiments.stages import StageLog
 from riskrank_jax.model.cross_encoder_train import candidates, rerank_relevance
@@ -464,7 +464,7 @@ def evaluate(cfg, bench, encoder, transfer: bool, log: StageLog) -> dict:
 
 
 LIVEMCP = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, main_table=table_text,
-                 write_files=livemcp_files, results_version=RESULTS_VERSION)
+                 tables=tables_md, results_version=RESULTS_VERSION)
 
 
 __all__ = ["LIVEMCP", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "evaluate_rows", "list_metrics",

@@ -7,8 +7,6 @@ Why apart from the rows: what a row computes and how its number reads change for
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from riskrank_jax.experiments.livemcp_transfer import CE_TOP
 
 # the columns of every row, beside RVR@5 (``livemcp.list_metrics``)
@@ -132,10 +130,4 @@ def _defaults_md(d) -> list[str]:
     return out
 
 
-def livemcp_files(results: dict, out_dir: Path) -> tuple[str, ...]:
-    """The family's file beside results.json: tables.md. Returns its name."""
-    (Path(out_dir) / "tables.md").write_text(tables_md(results))
-    return ("tables.md",)
-
-
-__all__ = ["table_text", "tables_md", "livemcp_files"]
+__all__ = ["table_text", "tables_md", "METRICS"]

@@ -270,7 +270,8 @@ def evaluate(cfg: SweepConfig, bench, encoder, variants, log: StageLog) -> dict:
 
 
 PAPER = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, main_table=report.main_table_text,
-               write_files=report.paper_files, results_version=RESULTS_VERSION, reproducibility=REPRODUCIBILITY)
+               tables=report.tables_markdown, results_version=RESULTS_VERSION, figures=report.plot_figures,
+               reproducibility=REPRODUCIBILITY)
 
 
 __all__ = ["PAPER", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "train_all", "build_graphs",

@@ -1,5 +1,5 @@
-"""Write a sweep's outputs: results.json for every family (``write_outputs``), and the paper family's tables.md
-(ours beside the paper's) and PNG figures (``paper_files``).
+"""Write a sweep's outputs: results.json and the end of tables.md for every family (``write_outputs``,
+``run_tables``), and the paper family's tables (ours beside the paper's, ``tables_markdown``) and PNG figures.
 
 Rows, their notes and the paper's numbers come from the declared variants (``experiments.variants``).
 
@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-from riskrank_jax.experiments.figures import FIGURES, plot_figures, plot_pareto
+from riskrank_jax.experiments.figures import plot_figures, plot_pareto
 from riskrank_jax.experiments.variants import BY_NAME, main_rows
 
 COLS = ["ndcg@5", "sndcg@5", "mrr", "recall@10", "success@5", "rvr@5", "srr@5"]
@@ -210,12 +210,16 @@ def tables_markdown(res: dict) -> str:
     parts += _tuned_section(res)
     if "smoothing_throughput" in res:
         parts += _throughput_section(res)
-    parts.append("\n## Stage timings (s)\n")
-    parts.append("Wall-clock seconds of each stage of this run (cached stages take little).\n\n")
+    return "".join(parts)
+
+
+def run_tables(res: dict) -> str:
+    """The end of every family's tables.md: the stage timings and the peak memory after each stage."""
+    parts = ["\n## Stage timings (s)\n", "Wall-clock seconds of each stage of this run (cached stages take little).\n\n"]
     if res.get("side_by_side"):
         parts.append(SHARED_CPU_NOTE)
     parts.append(_table([[k, f"{v:.1f}"] for k, v in res["timings"].items()], ["stage", "seconds"]))
-    if "peak_rss_mb" in res:
+    if res.get("peak_rss_mb"):
         parts.append("\n## Peak resident memory after each stage (MiB)\n")
         parts.append("Peak resident set size of the process up to the end of each stage.\n\n")
         parts.append(_table([[k, f"{v:.0f}"] for k, v in res["peak_rss_mb"].items()], ["stage", "MiB"]))
@@ -245,24 +249,17 @@ def main_table_text(res: dict) -> str:
     return "\n".join(lines)
 
 
-PAPER_FILES = ("tables.md", *FIGURES)
-
-
-def paper_files(res: dict, out_dir: Path) -> tuple[str, ...]:
-    """The paper family's files beside results.json: the figures, then tables.md. Returns their names."""
-    plot_figures(res, out_dir)
-    _atomic_write(out_dir / "tables.md", tables_markdown(res))
-    return PAPER_FILES
-
-
-def write_outputs(res: dict, out_dir: Path, write_files=paper_files) -> tuple[str, ...]:
-    """Any family's outputs: its files first (``write_files(res, out_dir)``, by default the paper family's), then
-    results.json, atomically (it marks the run complete). Returns the names written, results.json first."""
+def write_outputs(res: dict, out_dir: Path, tables=None, figures=None) -> tuple[str, ...]:
+    """Any family's outputs: its figures (``figures(res, out_dir)`` -> their paths), tables.md (its
+    ``tables(res)``, then ``run_tables``), then results.json, atomically (it marks the run complete). None: the
+    paper family's (``tables_markdown``, ``plot_figures``). Returns the names written, results.json first."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").unlink(missing_ok=True)  # a kill below leaves no results.json beside new files
-    names = write_files(res, out_dir)
+    tables, figures = tables or tables_markdown, figures or plot_figures
+    written = figures(res, out_dir)
+    _atomic_write(out_dir / "tables.md", tables(res) + run_tables(res))
     _atomic_write(out_dir / "results.json", json.dumps(_clean(res), indent=1, allow_nan=True))
-    return ("results.json", *names)
+    return ("results.json", "tables.md", *(Path(p).name for p in written))
 
 
 def _clean(obj):
@@ -283,4 +280,4 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["tables_markdown", "main_table_text", "write_outputs", "paper_files", "plot_figures", "plot_pareto", "COLS"]
+__all__ = ["tables_markdown", "run_tables", "main_table_text", "write_outputs", "plot_figures", "plot_pareto", "COLS"]

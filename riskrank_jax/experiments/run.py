@@ -107,7 +107,7 @@ def run_benchmark(cfg: SweepConfig, workdir: Path, *, force: bool = False, bench
     results = {"benchmark": cfg.benchmark, "encoder": encoder.model_id, **sections,
                **run_fields(cfg, family, log, key, side_by_side)}
     click.echo(f"[{cfg.benchmark}] write results to {out_dir} ...", err=True)
-    written = report.write_outputs(results, out_dir, family.write_files)
+    written = report.write_outputs(results, out_dir, family.tables, family.figures)
     return _finish(results, family, out_dir, written, time.perf_counter() - t0, report_to)
 
 
