@@ -22,7 +22,17 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from riskrank_jax.encode.encoder import load_encoder  # noqa: E402
+from riskrank_jax.encode.sentence_config import default_model_dir  # noqa: E402
+from riskrank_jax.errors import RiskRankError  # noqa: E402
+from riskrank_jax.paths import resolve_data_dir  # noqa: E402
 
 LABEL_FILE = Path("ultratool") / "from_paper_release" / "ultratool_risk_labels_resolved.json"
 DEMO_TOOLS = Path(__file__).resolve().parent.parent / "riskrank_jax" / "data" / "demo" / "tool.jsonl"
@@ -30,9 +40,6 @@ DEMO_TOOLS = Path(__file__).resolve().parent.parent / "riskrank_jax" / "data" / 
 
 def load_texts(data_dir: str | None) -> tuple[list[str], str]:
     """UltraTool's tool descriptions when available, else the demo's; with a label saying which."""
-    from riskrank_jax.errors import RiskRankError
-    from riskrank_jax.paths import resolve_data_dir
-
     try:
         path = resolve_data_dir(data_dir) / LABEL_FILE
     except RiskRankError:
@@ -53,8 +60,7 @@ def st_padded_tokens(tokenizer, texts: list[str], batch_size: int, max_len: int)
 
 
 def jax_padded_tokens(enc, texts: list[str], batch_size: int) -> int:
-    import numpy as np
-
+    """Tokens riskrank-jax runs: each packed batch's rows times its row length."""
     lengths = np.array([len(x) for x in enc.tokenize(texts)])
     return sum(n_rows * length for _, length, n_rows in enc.batches(lengths, batch_size))
 
@@ -66,15 +72,6 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3, help="timed passes of each encoder (best counts)")
     args = ap.parse_args()
-
-    import jax
-    import numpy as np
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    from riskrank_jax.encode.encoder import load_encoder
-    from riskrank_jax.encode.sentence_config import default_model_dir
-
     texts, source = load_texts(args.data_dir)
     model_dir = Path(args.encoder).resolve() if args.encoder else default_model_dir()
     enc = load_encoder(model_dir)

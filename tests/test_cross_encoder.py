@@ -52,7 +52,9 @@ def _bert_config(**kw):
 def _save_tokenizer(d: Path):
     d.mkdir(parents=True, exist_ok=True)
     (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    BertTokenizerFast(vocab_file=str(d / "vocab.txt")).save_pretrained(str(d))
+    # from the directory: transformers 4 takes the vocabulary as vocab_file=, 5 as vocab= (a file given as
+    # vocab_file= is ignored there, every word then [UNK])
+    BertTokenizerFast.from_pretrained(str(d)).save_pretrained(str(d))
 
 
 @pytest.fixture(scope="module")
