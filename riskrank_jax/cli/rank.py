@@ -116,10 +116,9 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
 
     queries = _gather_queries(query_texts, queries_file)
     ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
-    stages = {"lam": lam, "multi_step": multi_step, "server_context": server_context}
-    if any(v is not None for v in stages.values()):
-        ranker = ranker.with_config(dataclasses.replace(ranker.config,
-                                                        **{n: v for n, v in stages.items() if v is not None}))
+    given = {n: v for n, v in {"lam": lam, "multi_step": multi_step, "server_context": server_context}.items()
+             if v is not None}
+    ranker = ranker.with_config(dataclasses.replace(ranker.config, **given)) if given else ranker
     k = min(ranker.config.k if k is None else k, ranker.size)
     hits = ranker.rank_queries(queries, k=k, min_score=min_score)
     reports = [explain_query(ranker, q, k) for q in queries] if explain else [None] * len(queries)
