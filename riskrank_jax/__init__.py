@@ -31,11 +31,14 @@ From a command to a number:
 
     riskrank-jax rank FILE --query Q   cli/rank.py -> Ranker.from_registry (rank/ranker.py): registry.loader,
                                        encode.embedding_cache, registry.risk, graph.tool_graph; then
-                                       rank_queries: retrieve.hybrid -> scoring.penalise -> graph.smoothing
-                                       -> scoring.rank_order (-> rank.rule_filter) -> ToolHit records
-    riskrank-jax serve --config C      cli/serve.py -> serve.gateway.Gateway: serve.downstream (MCP clients) ->
-                                       Ranker.from_registry over their tools; search_tools -> rank_queries,
-                                       call_tool -> serve.policy.decide -> serve.audit -> the owning server
+                                       rank_queries -> rank.stages, once down: first stage (retrieve.hybrid)
+                                       -> request stages -> risk (scoring.penalise) -> graph.smoothing -> rule
+                                       filter and top k -> ToolHit records (rank.tool_hits)
+    riskrank-jax serve --config C      cli/serve.py -> serve.config.GatewaySettings -> serve.gateway.Gateway:
+                                       serve.downstream (MCP clients) -> serve.catalog (Ranker.from_registry
+                                       over their tools); search_tools -> rank.explain.search_with_held_back
+                                       -> rank.stages; call_tool -> serve.policy.decide_call -> serve.audit ->
+                                       the owning server
     python -m riskrank_jax.sweep       sweep.py: flags -> one experiments.config tree per benchmark ->
                                        experiments/run.py run_benchmark: data.load_benchmark ->
                                        experiments.stages (embed, train: model.train) -> graph.tool_graph ->
