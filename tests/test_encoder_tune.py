@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax.model import encoder_tune, tune_step
+from riskrank_jax.experiments.run import run_benchmark
+from riskrank_jax.model import encoder_tune, groups, tune_step
 from riskrank_jax.model.encoder_tune import (TextStates, TunedEncoder, TuneConfig, TuneJob, batch_schedule,
                                              embed_states, save_tuned_encoder, tune_encoder, tune_encoders)
+from test_sweep import tiny_benchmark, tiny_config
 
 # one configuration for every training test: the train step compiles once for the whole file
 CFG = TuneConfig(layers=1, epochs=12, batch_size=16, lr=3e-3, negatives=1, hard_pool=8, warmup=0.0, checkpoint_every=4)
@@ -175,10 +178,6 @@ def test_vmapped_models_equal_each_tuned_alone(setup, together, monkeypatch):
     """On one CPU device the model axis runs as lax.map; on an accelerator as jax.vmap (batched matmuls): forced
     here, the same encoders within float rounding. Compared by their vectors: the attention's key bias gets no
     gradient but rounding noise, which Adam scales to steps of lr, so that bias alone differs by ~lr."""
-    import jax
-
-    from riskrank_jax.model import groups
-
     enc, tools, queries, gold, states, rows, hard = setup
     monkeypatch.setattr(groups, "map_models", lambda fn, in_axes: jax.vmap(fn, in_axes=tuple(in_axes)))
     tune_step.compiled_step.cache_clear()
@@ -248,10 +247,6 @@ def test_the_sweep_rows_gate_against_the_frozen_encoder(tiny_bert_dir, tmp_path)
     """ft_* rows in a sweep: with a zero learning rate the tuned encoder is the frozen one, every gate ties and
     γ = 0 is kept, so ft_hybrid_risk equals hybrid_risk exactly; with training, the chosen γ is the best on the
     held-out queries, and each model's arrays are saved for a second run."""
-    from test_sweep import tiny_benchmark, tiny_config
-
-    from riskrank_jax.experiments.run import run_benchmark
-
     enc = load_encoder(tiny_bert_dir)
     rows = "ft_hybrid_risk,hybrid_risk"
     quick = dict(eval__variants=rows, eval__smoothing_benchmark=False, tune__batch_size=16)

@@ -26,7 +26,10 @@ import threading
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
+from riskrank_jax.rank.ranker import Ranker
+from riskrank_jax.rank.ranker_store import read_manifest
 from sweep_cli import REPO, TIMEOUT_S, sweep_env
 from test_fit_tune import _write_world
 
@@ -39,20 +42,28 @@ CLI_TUNE = ("--seeds", "0", "--epochs", "1", "--tune-encoder", "--tune-layers", 
 # (printed when the loop returns; a killed run prints none for the run it was killed in)
 COUNT_STEPS = """
 import sys
-from riskrank_jax.model import encoder_tune
-_run = encoder_tune._Loop.run
-def run(self, state, done, stop, *args):
-    step, calls = self.step, [0]
-    def counted(*a, **k):
-        calls[0] += 1
-        return step(*a, **k)
-    self.step = counted
-    out = _run(self, state, done, stop, *args)
-    self.step = step
-    print(f"loop of {self.store.directory.name}: steps {done}..{stop}, {calls[0]} executed", file=sys.stderr,
-          flush=True)
+from pathlib import Path
+from riskrank_jax.model import checkpoints, encoder_tune
+_open, _train, _compiled = checkpoints.RunStore.open, encoder_tune.train_and_evaluate, encoder_tune.compiled_step
+resumed_at, calls = {}, [0]
+def opened(self, abstract):
+    out = _open(self, abstract)
+    resumed_at[self.directory.name] = out[1]
     return out
-encoder_tune._Loop.run = run
+def compiled(*a, **k):
+    step = _compiled(*a, **k)
+    def counted(*b, **kw):
+        calls[0] += 1
+        return step(*b, **kw)
+    return counted
+def train(encoder, data, jobs, config, plan, **kw):
+    calls[0] = 0
+    out = _train(encoder, data, jobs, config, plan, **kw)
+    name = Path(kw["checkpoint_dir"]).name
+    print(f"loop of {name}: steps {resumed_at[name]}..{int(plan.lengths.max())}, {calls[0]} executed",
+          file=sys.stderr, flush=True)
+    return out
+checkpoints.RunStore.open, encoder_tune.train_and_evaluate, encoder_tune.compiled_step = opened, train, compiled
 """
 # the killed run: SIGKILL right after the save point of step KILL_AT of the held-out run is on disk
 KILL_AFTER_SAVE = COUNT_STEPS + f"""
@@ -102,11 +113,6 @@ def _report(out: str) -> list[str]:
 @pytest.mark.slow
 def test_a_fit_killed_mid_tuning_resumes_at_its_saved_step_and_saves_the_uninterrupted_ranker(
         tiny_bert_dir, tmp_path, report_line):
-    from safetensors.numpy import load_file
-
-    from riskrank_jax.rank.ranker import Ranker
-    from riskrank_jax.rank.ranker_store import read_manifest
-
     (tmp_path / "world").mkdir()
     world = _write_world(tmp_path / "world", tiny_bert_dir)
     env = sweep_env(tmp_path / "jax-cache")  # the first run's compiled programs serve the other two

@@ -18,13 +18,17 @@ import numpy as np
 import pytest
 
 from conftest import cli_invoker
-from riskrank_jax.encode.embedding_cache import EmbeddingCache
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import RankerError
-from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.model import encoder_tune
+from riskrank_jax.model.heldout import heldout_split
 from riskrank_jax.rank.fit import FIT_TUNE_CONFIG, FitConfig, fit_ranker
 from riskrank_jax.rank.ranker import Ranker
 from riskrank_jax.rank.ranker_store import read_manifest, saved_encoder_dir
+from riskrank_jax.runtime import compile_cache
+from riskrank_jax.serve.catalog import build_catalog
+from riskrank_jax.serve.config import RankSettings
 
 WORDS = ("calendar invoice weather repository printer backup flight recipe music ticket contract budget sensor "
          "camera garden parcel").split()
@@ -63,8 +67,6 @@ def _write_world(root, encoder_dir) -> dict:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, tiny_bert_dir):
-    from riskrank_jax.runtime import compile_cache
-
     root = tmp_path_factory.mktemp("fit-tune")
     compile_cache.enable(root / "cache")  # as `rank` does: the encoders loaded from one directory compile once
     return _write_world(root, tiny_bert_dir)
@@ -87,8 +89,6 @@ def tuned_encoder(tuned):
 
 def _held_out_ids(world, first: int | None = 8) -> list[int]:
     """The first ``first`` (None: all) of fit's held-out requests, every copy of a request text on one side."""
-    from riskrank_jax.model.heldout import heldout_split
-
     texts = np.asarray([q for q, _ in world["alias"]], dtype=str)
     return list(heldout_split(np.arange(len(texts)), FIT.heldout_fraction, FIT.seeds[0], groups=texts)[1][:first])
 
@@ -100,12 +100,10 @@ def _held_out(world) -> list[str]:
 def test_a_fit_run_again_reuses_its_finished_tuning_runs_without_a_step(world, tuned, monkeypatch):
     """The tuning runs were checkpointed under a key of their inputs: the same fit again trains no step (the
     compiled step would raise) and returns the same tool vectors; its runs sit under one key directory."""
-    from riskrank_jax.model import encoder_tune
-
     def no_step(*args, **kwargs):
         raise AssertionError("a finished tuning run was trained again")
 
-    monkeypatch.setattr(encoder_tune, "_compiled_step", lambda *a, **k: no_step)
+    monkeypatch.setattr(encoder_tune, "compiled_step", lambda *a, **k: no_step)
     again, report = fit_ranker([world["tools"]], str(world["root"] / "alias.jsonl"), encoder=world["zero"].encoder,
                                cache=EmbeddingCache(world["cache"]), config=FIT, progress=False,
                                checkpoint_dir=world["root"] / "fit-runs")
@@ -194,13 +192,10 @@ def test_rank_cli_with_the_model_ranks_with_the_tuned_encoder(world, tuned, tune
 
 
 def test_the_gateway_serves_a_tuned_model_with_its_encoder(world, tuned, tuned_encoder):
-    from riskrank_jax.serve.gateway import GatewayOptions, build_catalog
-
-    catalog = build_catalog([], [world["tools"]], GatewayOptions(model=str(tuned[2])), world["zero"].encoder,
+    catalog = build_catalog([], [world["tools"]], RankSettings(model=str(tuned[2])), world["zero"].encoder,
                             EmbeddingCache(world["cache"]))
     served = catalog.ranker
     assert served.encoder_id == served.encoder.model_id == tuned_encoder.model_id
-    assert catalog.zero.encoder is served.encoder  # the λ = 0 view embeds the same way
     queries = _held_out(world)[:3]
     ids = served.rank(tuned_encoder.encode(queries), k=5, q_texts=queries)
     assert [[h.name for h in hs] for hs in served.rank_queries(queries, k=5)] == [

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from riskrank_jax import metrics
+from riskrank_jax.experiments.evaluate import queries_per_chunk
 from riskrank_jax.model import rerank
-from riskrank_jax.model.groups import group_size, plan_groups
+from riskrank_jax.model.groups import group_size, map_models, plan_groups
 from riskrank_jax.model.train import TrainRun, model_bytes, train_models
 from riskrank_jax.model.train_config import TrainConfig
+from riskrank_jax.rank.stacked import plan_chunks
+from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit
 from riskrank_jax.scoring import top_order
 from tests.test_beyond import _synthetic_registry
 from tests.test_train import DATA
@@ -76,11 +80,6 @@ def test_reranker_one_model_per_group_equals_one_group_and_scores_heldout_querie
 
 def test_map_models_equals_vmap():
     """map_models over a model axis (lax.map on one CPU device) gives vmap's result; shared args are not mapped."""
-    import jax
-    import jax.numpy as jnp
-
-    from riskrank_jax.model.groups import map_models
-
     def fn(w, x, b):  # one model: w [3, 4], shared x [5, 3], b [4]
         return jnp.tanh(x @ w + b).sum(0), (w * 2.0).max()
 
@@ -131,10 +130,6 @@ def _old_held_chunk(fixed, per_row, n_held, budget):
 
 
 def test_planners_keep_their_sizes_at_the_default_budget_and_beyond():
-    from riskrank_jax.experiments.evaluate import queries_per_chunk
-    from riskrank_jax.rank.stacked import plan_chunks
-    from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET, halved_to_fit
-
     budgets = (DEFAULT_MEMORY_BUDGET, 1 << 20, 1 << 24, 3 << 28, 1 << 33, 1, 0)
     tools = (1, 50, 263, 2032, 4076, 9999)  # demo 263, Seal-Tools / UltraTool-sized registries
     queries = (0, 1, 63, 64, 65, 149, 654, 700, 1000, 5000)
@@ -158,9 +153,7 @@ def test_planners_keep_their_sizes_at_the_default_budget_and_beyond():
 
 def test_the_demo_sweeps_plans_at_the_default_budget():
     # what `python -m riskrank_jax.sweep --benchmark demo` planned (its calls logged), unchanged
-    from riskrank_jax.experiments.evaluate import queries_per_chunk
-    from riskrank_jax.rank.stacked import plan_chunks
-    from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET as B
+    B = DEFAULT_MEMORY_BUDGET
 
     assert [group_size(m, b, B) for m, b in ((3, 8504592), (9, 8504592), (3, 12472632), (3, 21025676))] == [3, 9, 3, 3]
     assert rerank.plan_memory(203, 263, 3, 22, 384, rerank.RerankConfig(), B) == (21025676, 22)

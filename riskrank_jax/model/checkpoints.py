@@ -136,8 +136,7 @@ class RunStore:
 
     def manager(self):
         if self._manager is None:
-            import orbax.checkpoint as ocp
-
+            ocp = _orbax()
             self._manager = ocp.CheckpointManager(
                 self.directory / STATE_DIR, options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True)
             )
@@ -163,8 +162,7 @@ class RunStore:
 
     def save_epoch(self, epochs_done: int, state: dict) -> None:
         """Save the host state after ``epochs_done`` epochs and wait until it is on disk."""
-        import orbax.checkpoint as ocp
-
+        ocp = _orbax()
         mgr = self.manager()
         mgr.save(int(epochs_done), args=ocp.args.StandardSave(state), force=True)
         mgr.wait_until_finished()
@@ -172,8 +170,7 @@ class RunStore:
 
     def restore(self, abstract: dict, step: int | None = None) -> dict:
         """Restore a saved state against its abstract target (ShapeDtypeStruct leaves) as numpy."""
-        import orbax.checkpoint as ocp
-
+        ocp = _orbax()
         mgr = self.manager()
         step = mgr.latest_step() if step is None else step
         if step is None:
@@ -191,6 +188,14 @@ class RunStore:
         if self._manager is not None:
             self._manager.close()
             self._manager = None
+
+
+def _orbax():
+    """The ``orbax.checkpoint`` module."""
+    # deferred: orbax loads only for a run that keeps checkpoints, not with every import of the trainers
+    import orbax.checkpoint as ocp
+
+    return ocp
 
 
 def set_aside(directory, reason: str) -> Path:

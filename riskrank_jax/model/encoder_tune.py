@@ -139,10 +139,11 @@ def tune_encoders(encoder, states: TextStates, query_rows, tool_rows, gold, jobs
 def train_and_evaluate(encoder, data: TuneData, jobs: list[TuneJob], config: TuneConfig, plan: TunePlan, *,
                        checkpoint_dir=None, data_id: str = "", max_steps: int | None = None, progress: bool = True,
                        desc: str = "tuning encoder") -> TuneState:
-    """A tuning run, the host state after its last step: the state restored from ``checkpoint_dir`` (new without
-    one), steps up to ``max_steps`` (None: all) of every group of models through ``compiled_step``, each model
-    scored by its job's ``evaluate`` after each of its epochs (its best layers kept), the state saved every
-    ``config.checkpoint_every`` steps, after an evaluation and at the last step (the run then marked complete)."""
+    """A tuning run: the state restored from ``checkpoint_dir`` (new without one), steps up to ``max_steps``
+    (None: all) of every group of models through ``compiled_step``, each model scored by its job's ``evaluate``
+    after each of its epochs (its best layers kept), the state saved every ``config.checkpoint_every`` steps,
+    after an evaluation and at the last step (the run then marked complete). Returns the host state after the
+    last step, without the optimiser state (``opt`` None: nothing reads it once the run returns)."""
     n_models, n_steps = len(jobs), int(plan.lengths.max())
     store = (None if checkpoint_dir is None else
              _run_store(checkpoint_dir, encoder, config, jobs, n_steps, data_id))

@@ -21,9 +21,14 @@ from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from riskrank_jax.errors import RiskHeadError
+from riskrank_jax.model import heads
+from riskrank_jax.scoring import level_to_score
 
 HEAD_FORMAT = "riskrank-risk-head-v1"
 TEXT_VERSION = "tool_text-v1"  # bump when tool_text changes: heads trained on other texts are then refused
@@ -74,8 +79,6 @@ class RiskHeadConfig(HeadConfig):
 
 def init_head(key, dim: int, hidden: int) -> dict:
     """{"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, uniform in ±1/√fan_in (as model.heads.init_params)."""
-    import jax
-
     k1, k2, k3, k4 = jax.random.split(key, 4)
     u = partial(jax.random.uniform, minval=-1.0, maxval=1.0)
     return {"V1": u(k1, (dim, hidden)) / np.sqrt(dim), "c1": u(k2, (hidden,)) / np.sqrt(dim),
@@ -84,10 +87,6 @@ def init_head(key, dim: int, hidden: int) -> dict:
 
 def predict(params: dict, emb) -> np.ndarray:
     """float32 [N] in (0, 1) for embeddings [N, d]; (r − 1)/4 is the training target."""
-    import jax.numpy as jnp
-
-    from riskrank_jax.model import heads
-
     return np.asarray(heads.risk({"risk": params}, jnp.asarray(emb, jnp.float32)))
 
 
@@ -98,9 +97,6 @@ def minibatch_epochs(params, opt, loss_fn, key, *, n: int, batch_size: int, epoc
     from its own key and drops the last ``n mod batch_size`` rows. Returns (params, mean loss per epoch [epochs]).
     Pure and jit/vmap-able.
     """
-    import jax
-    import optax
-
     steps = n // batch_size
 
     def step(carry, idx):
@@ -121,12 +117,6 @@ def minibatch_epochs(params, opt, loss_fn, key, *, n: int, batch_size: int, epoc
 def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
     """One seed: MSE of f_risk(emb [N, d]) to target [N] over shuffled minibatches. Returns (params
     {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]). Pure; jit/vmap-able."""
-    import jax
-    import jax.numpy as jnp
-    import optax
-
-    from riskrank_jax.model import heads
-
     n, dim = emb.shape
     opt = (optax.adam(config.lr) if config.optimizer == "adam"
            else optax.adamw(config.lr, weight_decay=config.weight_decay))
@@ -143,8 +133,6 @@ def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
 @lru_cache(maxsize=8)
 def _train_program(n: int, config: HeadConfig, per_seed: bool):
     """jit of ``_fit_one`` for N tools: (emb, target) with ``config.seed``, or (seeds [S], emb, target) vmapped."""
-    import jax
-
     fit = partial(_fit_one, config=config, batch_size=min(config.batch_size, n))
     if per_seed:
         return jax.jit(jax.vmap(fit, in_axes=(0, None, None)))
@@ -153,10 +141,6 @@ def _train_program(n: int, config: HeadConfig, per_seed: bool):
 
 def _checked_inputs(emb, risk):
     """(emb float32 [N, d], target float32 [N] = (r − 1)/4) as device arrays, or RiskHeadError."""
-    import jax.numpy as jnp
-
-    from riskrank_jax.scoring import level_to_score
-
     emb = np.asarray(emb, np.float32)
     risk = np.asarray(risk)
     if emb.ndim != 2 or risk.shape != (emb.shape[0],) or emb.shape[0] < 2:
@@ -191,8 +175,6 @@ def train_risk_heads(tool_emb, risk, seeds, config: HeadConfig = RiskHeadConfig(
     Returns:
       {"risk": {"V1" [S, d, h], "c1" [S, h], "V2" [S, h, 1], "c2" [S, 1]}} (use with ``heads.risk`` vmapped).
     """
-    import jax.numpy as jnp
-
     emb, target = _checked_inputs(tool_emb, risk)
     params, _ = _train_program(emb.shape[0], config, True)(jnp.asarray(seeds, dtype=jnp.uint32), emb, target)
     return {"risk": params}

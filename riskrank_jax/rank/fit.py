@@ -36,18 +36,31 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import hashlib
+import json
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from riskrank_jax import metrics
+from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import DataError, RankerError
-from riskrank_jax.model.encoder_tune import TuneConfig
+from riskrank_jax.model.checkpoints import RUN_FILE, RunStore, read_run
+from riskrank_jax.model.encoder_tune import tune_encoder
+from riskrank_jax.model.heldout import heldout_split
+from riskrank_jax.model.negatives import best_non_gold
+from riskrank_jax.model.text_states import TextStates
+from riskrank_jax.model.train import TrainRun, train_models
+from riskrank_jax.model.train_config import TrainConfig
+from riskrank_jax.model.tune_config import TuneConfig, epochs_run
+from riskrank_jax.model.tuned_encoder import embed_states, save_tuned_encoder
 from riskrank_jax.rank.query_log import read_query_log
 from riskrank_jax.rank.ranker import RankConfig, Ranker
 from riskrank_jax.rank.registry_inputs import registry_graph
@@ -83,8 +96,6 @@ class FitConfig:
     def retrains(self, n_train: int) -> bool:
         """Whether a winning tuned encoder is tuned again on every request, after a held-out run over
         ``n_train`` requests: ``tune_retrain``, and that run took all its epochs (within the step budget)."""
-        from riskrank_jax.model.encoder_tune import epochs_run
-
         tune = self.tune_encoder
         return self.tune_retrain and (tune is None or epochs_run(tune, n_train) == tune.epochs)
 
@@ -115,9 +126,6 @@ def _ndcg(ranker: Ranker, q_emb, texts, gold, k: int) -> float:
 
 
 def _train(zero: Ranker, q_emb, gold, mask, seeds, cfg: FitConfig, progress: bool):
-    from riskrank_jax.model.train import TrainRun, train_models
-    from riskrank_jax.model.train_config import TrainConfig
-
     return train_models(zero.tool_emb, q_emb, gold, zero.risk_levels, mask[None], TrainConfig(epochs=cfg.epochs),
                         TrainRun(tuple(seeds), progress=progress))
 
@@ -126,8 +134,6 @@ def _heldout(queries, config: FitConfig, log_path) -> np.ndarray:
     """bool [Q]: the held-out queries (``model.heldout.heldout_split``, drawn from the first seed), every copy of
     a request text on one side: a request the log repeats is never scored held out after training on it;
     DataError when too few are left on either side."""
-    from riskrank_jax.model.heldout import heldout_split
-
     if not 0.0 < config.heldout_fraction < 1.0:
         raise DataError(f"heldout_fraction must be in (0, 1), got {config.heldout_fraction}", log_path)
     size, texts = len(queries), np.asarray(queries, dtype=str)
@@ -154,8 +160,6 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
     killed fit run again with the same inputs resumes each tuning run where it stopped, and a finished one is
     reused without training (with progress, a line on stderr says so: "fit: resuming tuning run KEY/heldout-seed0
     at step 10 of 20"; tests/test_fit_kill_resume.py)."""
-    from riskrank_jax.encode.embedding_cache import embed_texts
-
     t_start = time.perf_counter()
     zero = Ranker.from_registry(files, encoder=encoder, cache=cache, config=zero_shot_config,
                                 risk_head=risk_head, trust_annotations=trust_annotations)
@@ -176,13 +180,11 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
     report = {"log": str(log_path), "queries": log.size, "heldout": int(held.sum()), "k": k,
               f"ndcg@{k}_zero_shot": round(zero_ndcg, 4), f"ndcg@{k}_head_per_seed": [round(x, 4) for x in head_ndcg],
               "fit": asdict(config), "seconds": seconds}
-    tuning = None
-    if config.tune_encoder is not None:
-        tuning = _TuneRun(zero, log, held, q_emb, config, progress, checkpoint_dir)
-        tuning.evaluate(report)
+    tuning = (None if config.tune_encoder is None else
+              _tune_heldout(zero, log, held, q_emb, config, progress, checkpoint_dir, report))
     today = max(zero_ndcg, float(np.mean(head_ndcg)))
-    if tuning is not None and tuning.mean_ndcg > today:
-        ranker = tuning.final(report, today, work_dir)
+    if tuning is not None and float(np.mean(tuning.ndcg)) > today:
+        ranker = _tuned_final(zero, log, held, tuning, config, report, today, work_dir, progress)
     elif float(np.mean(head_ndcg)) > zero_ndcg:
         best = config.seeds[int(np.argmax(head_ndcg))]
         final = _train(zero, q_emb, log.gold, np.ones(log.size, bool), (best,), config, progress)
@@ -204,7 +206,7 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
 def _tuned_lost(tuning, today: float, k: int) -> str:
     if tuning is None:
         return ""
-    return (f"; the tuned encoder did not beat it (NDCG@{k} mean {tuning.mean_ndcg:.3f} vs {today:.3f}), "
+    return (f"; the tuned encoder did not beat it (NDCG@{k} mean {np.mean(tuning.ndcg):.3f} vs {today:.3f}), "
             "so no encoder is saved")
 
 
@@ -237,116 +239,126 @@ def _zero_fields(zero: Ranker) -> dict:
                 risk_source=zero.risk_source, risk_scores=zero.risk_scores, config=zero.config)
 
 
-class _TuneRun:
-    """One ``fit --tune-encoder``: the frozen layers' token states of every tool text and logged query (computed
-    once), hard negatives, per seed a tuned encoder scored on the held-out queries, and the final one."""
+class FitTuning(NamedTuple):
+    """What every encoder-tuning run of one ``fit --tune-encoder`` shares, computed once: encoder, the loaded base
+    encoder; states, its frozen layers' token states of every tool text, then of every distinct logged query;
+    tool_rows int [N] / query_rows int [Q], each tool's / query's row of ``states``; hard int [Q, P], each query's
+    first-stage hard negatives; data_id, the runs' key; run_root, where their checkpoints live (None: none kept)."""
 
-    def __init__(self, zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool, checkpoint_dir=None):
-        from riskrank_jax.model.encoder_tune import TextStates
+    encoder: Any
+    states: TextStates
+    tool_rows: np.ndarray
+    query_rows: np.ndarray
+    hard: np.ndarray
+    data_id: str
+    run_root: Path | None
 
-        t0 = time.perf_counter()
-        enc = zero.query_encoder()
-        self.enc = enc.load() if hasattr(enc, "load") else enc
-        self.zero, self.log, self.held, self.config, self.progress = zero, log, held, config, progress
-        self.n_train = int((~held).sum())
-        self.tune = config.tune_encoder
-        texts, where, rows = list(zero.tool_texts), {}, []
-        for q in log.queries:  # each unique query text once
-            if q not in where:
-                where[q] = len(texts)
-                texts.append(q)
-            rows.append(where[q])
-        self.tool_rows, self.query_rows = np.arange(zero.size), np.asarray(rows, np.int64)
-        self.states = TextStates.build(self.enc, texts, self.enc.shape.num_layers - self.tune.layers,
-                                       progress=progress)
-        self.hard = self._hard_negatives(q_emb)
-        self.data_id = _run_key(zero, log, held, self.enc.model_id, config)
-        self.run_root = None if checkpoint_dir is None else Path(checkpoint_dir).expanduser().resolve() / self.data_id
-        self.seconds = {"tune_states": round(time.perf_counter() - t0, 1)}
-        self.ndcg: list[float] = []
-        self.models: list = []
 
-    def _hard_negatives(self, q_emb) -> np.ndarray:
-        """int [Q, P]: each query's P = min(hard_pool, N − G) best non-gold tools by the zero-shot first stage
-        (``model.negatives.best_non_gold``), HARD_CHUNK queries at a time."""
-        from riskrank_jax.model.negatives import best_non_gold
+class TunedSeeds(NamedTuple):
+    """The held-out tuning runs of a fit: their shared inputs, and per tuned seed the tuned encoder and its held-out
+    NDCG@k."""
 
-        gold = self.log.gold
-        out = []
-        for s in range(0, self.log.size, HARD_CHUNK):
-            first = self.zero.first_stage_scores(q_emb[s:s + HARD_CHUNK], list(self.log.queries[s:s + HARD_CHUNK]))
-            out.append(np.asarray(best_non_gold(first, gold[s:s + HARD_CHUNK], self.tune.hard_pool)))
-        return np.concatenate(out)
+    inputs: FitTuning
+    models: list
+    ndcg: list
 
-    def _tune(self, train_idx, seed: int, desc: str, phase: str):
-        from riskrank_jax.model.encoder_tune import tune_encoder
 
-        ckpt = None if self.run_root is None else self.run_root / f"{phase}-seed{seed}"
-        note = None if ckpt is None or not self.progress else _checkpoint_note(ckpt)
-        if note is not None:
-            print(f"fit: {note}", file=sys.stderr, flush=True)
-        return tune_encoder(self.enc, self.states, self.query_rows, self.tool_rows, self.log.gold, train_idx,
-                            self.hard, seed, self.tune, progress=self.progress, desc=desc, checkpoint_dir=ckpt,
-                            data_id=self.data_id)
+def _fit_tuning(zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool, checkpoint_dir) -> FitTuning:
+    """The ``FitTuning`` of a fit: each distinct query text embedded once, after the tool texts."""
+    enc = zero.query_encoder()
+    enc = enc.load() if hasattr(enc, "load") else enc
+    texts, where, rows = list(zero.tool_texts), {}, []
+    for q in log.queries:  # each unique query text once
+        if q not in where:
+            where[q] = len(texts)
+            texts.append(q)
+        rows.append(where[q])
+    states = TextStates.build(enc, texts, enc.shape.num_layers - config.tune_encoder.layers, progress=progress)
+    data_id = _run_key(zero, log, held, enc.model_id, config)
+    run_root = None if checkpoint_dir is None else Path(checkpoint_dir).expanduser().resolve() / data_id
+    return FitTuning(enc, states, np.arange(zero.size), np.asarray(rows, np.int64),
+                     _hard_negatives(zero, log, q_emb, config.tune_encoder.hard_pool), data_id, run_root)
 
-    def evaluate(self, report: dict) -> None:
-        """Tune per seed on the training queries; add held-out NDCG@k per seed, losses and seconds to report."""
-        from riskrank_jax.model.encoder_tune import embed_states
 
-        k, held = report["k"], np.flatnonzero(self.held)
-        texts, gold = np.array(self.log.queries, dtype=object)[held], self.log.gold[held]
-        seeds = self.config.seeds[:self.config.tune_seeds]
-        for seed in seeds:
-            tuned = self._tune(np.flatnonzero(~self.held), seed, f"tuning encoder (seed {seed})", "heldout")
-            t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
-            q_emb = embed_states(tuned, self.enc, self.states, self.query_rows[held])
-            self.ndcg.append(_ndcg(_tuned_ranker(self.zero, t_emb, "tuning", {}), q_emb, texts, gold, k))
-            self.models.append(tuned)
-        report[f"ndcg@{k}_tuned_per_seed"] = [round(x, 4) for x in self.ndcg]
-        report["tuned_seeds"] = list(seeds)
-        report["tuned_final_loss_per_seed"] = [round(float(m.losses[-5:].mean()), 4) for m in self.models]
-        report["tuned_steps"] = int(self.models[0].losses.size)
-        report["seconds"].update(self.seconds, tune_per_seed=[round(m.seconds, 1) for m in self.models])
+def _hard_negatives(zero: Ranker, log, q_emb, hard_pool: int) -> np.ndarray:
+    """int [Q, P]: each query's P = min(hard_pool, N − G) best non-gold tools by the zero-shot first stage
+    (``model.negatives.best_non_gold``), HARD_CHUNK queries at a time."""
+    out = []
+    for s in range(0, log.size, HARD_CHUNK):
+        first = zero.first_stage_scores(q_emb[s:s + HARD_CHUNK], list(log.queries[s:s + HARD_CHUNK]))
+        out.append(np.asarray(best_non_gold(first, log.gold[s:s + HARD_CHUNK], hard_pool)))
+    return np.concatenate(out)
 
-    @property
-    def mean_ndcg(self) -> float:
-        return float(np.mean(self.ndcg))
 
-    def _why_not_retrained(self) -> str:
-        from riskrank_jax.model.encoder_tune import epochs_run
+def _tune(fit: FitTuning, gold, train_idx, seed: int, tune: TuneConfig, progress: bool, phase: str, desc: str):
+    """One tuning run of a fit (checkpointed under ``run_root/PHASE-seedSEED``), with a line on stderr when it
+    resumes or reuses a run on disk."""
+    ckpt = None if fit.run_root is None else fit.run_root / f"{phase}-seed{seed}"
+    note = None if ckpt is None or not progress else _checkpoint_note(ckpt)
+    if note is not None:
+        print(f"fit: {note}", file=sys.stderr, flush=True)
+    return tune_encoder(fit.encoder, fit.states, fit.query_rows, fit.tool_rows, gold, train_idx, fit.hard, seed,
+                        tune, progress=progress, desc=desc, checkpoint_dir=ckpt, data_id=fit.data_id)
 
-        if not self.config.tune_retrain:
-            return ""
-        return (f" (a long log: the step budget, {self.tune.step_budget} steps, cut their tuning to "
-                f"{epochs_run(self.tune, self.n_train)} of {self.tune.epochs} epochs, so tuning again on every "
-                f"query would take as long again to add the {self.log.size - self.n_train} held-out ones)")
 
-    def final(self, report: dict, today: float, work_dir) -> Ranker:
-        """The tuned ranker (best seed; tuned again on every query when ``FitConfig.retrains``), with its encoder saved
-        under ``work_dir`` and loaded from there (it embeds rank's queries). The tool vectors come from the cached
-        lower-layer states through the tuned top layers (``embed_states``: only the tuned layers run; equal to
-        the saved encoder's own vectors up to float rounding, tests/test_fit_tune.py)."""
-        from riskrank_jax.encode.encoder import load_encoder
-        from riskrank_jax.model.encoder_tune import embed_states, save_tuned_encoder
+def _tune_heldout(zero: Ranker, log, held, q_emb, config: FitConfig, progress: bool, checkpoint_dir,
+                  report: dict) -> TunedSeeds:
+    """Tune per seed on the training queries; add held-out NDCG@k per seed, losses and seconds to ``report``."""
+    t0 = time.perf_counter()
+    fit = _fit_tuning(zero, log, held, q_emb, config, progress, checkpoint_dir)
+    seconds = {"tune_states": round(time.perf_counter() - t0, 1)}
+    k, held_ids = report["k"], np.flatnonzero(held)
+    texts, gold = np.array(log.queries, dtype=object)[held_ids], log.gold[held_ids]
+    seeds, models, ndcg = config.seeds[:config.tune_seeds], [], []
+    for seed in seeds:
+        tuned = _tune(fit, log.gold, np.flatnonzero(~held), seed, config.tune_encoder, progress, "heldout",
+                      f"tuning encoder (seed {seed})")
+        t_emb = embed_states(tuned, fit.encoder, fit.states, fit.tool_rows)
+        h_emb = embed_states(tuned, fit.encoder, fit.states, fit.query_rows[held_ids])
+        ndcg.append(_ndcg(_tuned_ranker(zero, t_emb, "tuning", {}), h_emb, texts, gold, k))
+        models.append(tuned)
+    report[f"ndcg@{k}_tuned_per_seed"] = [round(x, 4) for x in ndcg]
+    report["tuned_seeds"] = list(seeds)
+    report["tuned_final_loss_per_seed"] = [round(float(m.losses[-5:].mean()), 4) for m in models]
+    report["tuned_steps"] = int(models[0].losses.size)
+    report["seconds"].update(seconds, tune_per_seed=[round(m.seconds, 1) for m in models])
+    return TunedSeeds(fit, models, ndcg)
 
-        k, best = report["k"], int(np.argmax(self.ndcg))
-        seed = self.config.seeds[best]
-        t0 = time.perf_counter()
-        retrain = self.config.retrains(self.n_train)
-        tuned = (self._tune(np.arange(self.log.size), seed, f"tuning encoder on all requests (seed {seed})", "all")
-                 if retrain else self.models[best])
-        enc_dir = save_tuned_encoder(self.enc, tuned, _work_dir(work_dir) / "encoder")
-        tuned_enc = load_encoder(enc_dir)
-        t_emb = embed_states(tuned, self.enc, self.states, self.tool_rows)
-        report["seconds"]["tune_final"] = round(time.perf_counter() - t0, 1)
-        how = (f"tuned again on all {self.log.size} queries" if retrain
-               else "kept the layers tuned on the training queries" + self._why_not_retrained())
-        report.update(chosen="tuned-encoder", seed=seed,
-                      why=f"the tuned encoder beat the better of the zero-shot ranker and the heads on held-out "
-                          f"queries (NDCG@{k} mean {self.mean_ndcg:.3f} vs {today:.3f}); {how} with seed {seed}; "
-                          "saved with the ranker as encoder/")
-        ranker = _tuned_ranker(self.zero, t_emb, tuned_enc.model_id, {**self.zero.provenance, "fit": report})
-        return dataclasses.replace(ranker, encoder=tuned_enc)
+
+def _why_not_retrained(config: FitConfig, n_train: int, n_queries: int) -> str:
+    tune = config.tune_encoder
+    if not config.tune_retrain:
+        return ""
+    return (f" (a long log: the step budget, {tune.step_budget} steps, cut their tuning to "
+            f"{epochs_run(tune, n_train)} of {tune.epochs} epochs, so tuning again on every "
+            f"query would take as long again to add the {n_queries - n_train} held-out ones)")
+
+
+def _tuned_final(zero: Ranker, log, held, tuning: TunedSeeds, config: FitConfig, report: dict, today: float,
+                 work_dir, progress: bool) -> Ranker:
+    """The tuned ranker (best seed; tuned again on every query when ``FitConfig.retrains``), with its encoder saved
+    under ``work_dir`` and loaded from there (it embeds rank's queries). The tool vectors come from the cached
+    lower-layer states through the tuned top layers (``embed_states``: only the tuned layers run; equal to
+    the saved encoder's own vectors up to float rounding, tests/test_fit_tune.py)."""
+    fit, n_train = tuning.inputs, int((~held).sum())
+    k, best = report["k"], int(np.argmax(tuning.ndcg))
+    seed = config.seeds[best]
+    t0 = time.perf_counter()
+    retrain = config.retrains(n_train)
+    tuned = (_tune(fit, log.gold, np.arange(log.size), seed, config.tune_encoder, progress, "all",
+                   f"tuning encoder on all requests (seed {seed})") if retrain else tuning.models[best])
+    enc_dir = save_tuned_encoder(fit.encoder, tuned, _work_dir(work_dir) / "encoder")
+    tuned_enc = load_encoder(enc_dir)
+    t_emb = embed_states(tuned, fit.encoder, fit.states, fit.tool_rows)
+    report["seconds"]["tune_final"] = round(time.perf_counter() - t0, 1)
+    how = (f"tuned again on all {log.size} queries" if retrain
+           else "kept the layers tuned on the training queries" + _why_not_retrained(config, n_train, log.size))
+    report.update(chosen="tuned-encoder", seed=seed,
+                  why=f"the tuned encoder beat the better of the zero-shot ranker and the heads on held-out "
+                      f"queries (NDCG@{k} mean {np.mean(tuning.ndcg):.3f} vs {today:.3f}); {how} with seed {seed}; "
+                      "saved with the ranker as encoder/")
+    ranker = _tuned_ranker(zero, t_emb, tuned_enc.model_id, {**zero.provenance, "fit": report})
+    return dataclasses.replace(ranker, encoder=tuned_enc)
 
 
 def _checkpoint_note(ckpt: Path) -> str | None:
@@ -354,8 +366,6 @@ def _checkpoint_note(ckpt: Path) -> str | None:
     step N of M" (its last saved step, where the tuner goes on) or "reusing the finished tuning run KEY/RUN (M
     steps)"; None for a new run, or a directory the tuner will set aside (``model.checkpoints.RunStore.open``
     warns then)."""
-    from riskrank_jax.model.checkpoints import RUN_FILE, RunStore, read_run
-
     if not (ckpt / RUN_FILE).is_file():
         return None
     name = f"{ckpt.parent.name}/{ckpt.name}"
@@ -375,9 +385,6 @@ def _checkpoint_note(ckpt: Path) -> str | None:
 def _run_key(zero: Ranker, log, held, encoder_id: str, config: FitConfig) -> str:
     """16 hex digits of what decides a tuning run: the registry, the log (queries, gold, held-out mask), the
     encoder and the tuning config; a checkpoint under another key is never resumed."""
-    import hashlib
-    import json
-
     h = hashlib.sha256(json.dumps([zero.registry_fingerprint, list(log.queries), np.asarray(log.gold).tolist(),
                                    np.flatnonzero(held).tolist(), encoder_id, config.tune_encoder.to_dict(),
                                    list(config.seeds)]).encode())
