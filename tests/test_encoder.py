@@ -3,6 +3,8 @@ for pooling, truncation, ordering, buckets and data parallelism."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -345,6 +347,27 @@ def test_param_shapes_equal_transformers_flax_bert_trees(tiny_cls):
                 assert want.base_model_prefix == "bert" and list(got) == ["bert", "classifier"]
                 assert leaves(got) == leaves(want.params_shape_tree)
     assert sum(k[0] == "encoder" and "crossattention" in k for k, _, _ in leaves(bert_weights.param_shapes(cross)))
+
+
+def test_a_pytorch_bin_checkpoint_reads_as_its_safetensors_or_asks_for_torch(tmp_path):
+    """A pytorch_model.bin holding the embedded MiniLM's tensors gives the parameters its model.safetensors gives,
+    bit for bit (read with torch, renamed by ``hf.rename_pytorch_key``); without torch, a RiskRankError says so."""
+    src = default_model_dir()
+    d = tmp_path / "bin"
+    shutil.copytree(src, d, ignore=shutil.ignore_patterns("*.safetensors"))
+    config = bert_weights.read_bert_config(src)
+    if importlib.util.find_spec("torch") is None:
+        (d / "pytorch_model.bin").write_bytes(b"not read")
+        with pytest.raises(RiskRankError, match="need torch"):
+            bert_weights.flax_params(d, config, hf.weight_files(d))
+        return
+    torch = importlib.import_module("torch")
+    tensors = load_file(str(src / "model.safetensors"))
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, str(d / "pytorch_model.bin"))
+    got = flatten_dict(bert_weights.flax_params(d, config, hf.weight_files(d)))
+    want = flatten_dict(bert_weights.flax_params(src, config, hf.weight_files(src)))
+    assert got.keys() == want.keys()
+    assert all(got[k].dtype == np.float32 and np.array_equal(got[k], want[k]) for k in want)
 
 
 def test_pytorch_names_are_renamed_as_transformers_renames_them():
