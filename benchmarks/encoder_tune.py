@@ -1,6 +1,6 @@
 """What to fine-tune: one train step through all layers of the encoder against one through its top layers only.
 
-The same in-batch softmax loss (``model.encoder_tune._loss``) over 96 texts of 32 tokens (48 queries, 48 tools),
+The same in-batch softmax loss (``model.tune_step.loss``) over 96 texts of 32 tokens (48 queries, 48 tools),
 with the embedded all-MiniLM-L6-v2: (a) every layer and the embeddings trained (the whole forward and backward
 pass); (b) the top n layers trained over the cached states of the layers below (``Encoder.lower_states``), for
 n = 1, 2, 3. Also the forward pass alone. Each is compiled first, then timed over ``--repeat`` steps; the
@@ -41,7 +41,7 @@ def main() -> None:
 
     from riskrank_jax.encode import bert
     from riskrank_jax.encode.encoder import load_encoder
-    from riskrank_jax.model.encoder_tune import _loss
+    from riskrank_jax.model.tune_step import loss as tune_loss
 
     enc = load_encoder()
     p, shape = jax.tree.map(jnp.asarray, enc.params), enc.shape
@@ -50,7 +50,7 @@ def main() -> None:
     pos = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (b, length))
     seg = jnp.ones((b, length), jnp.int32)
     exclude = jnp.zeros((b // 2, b // 2), bool)
-    loss = functools.partial(_loss, shape=shape, pooling=enc.pooling, normalize=True, temperature=0.05)
+    loss = functools.partial(tune_loss, shape=shape, pooling=enc.pooling, normalize=True, temperature=0.05)
     rows = jnp.arange(b * length, dtype=jnp.int32).reshape(b, length)
     halves = ((rows[:b // 2], seg[:b // 2]), (rows[b // 2:], seg[b // 2:]))
 

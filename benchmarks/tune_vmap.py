@@ -64,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     import jax
 
-    from riskrank_jax.model import encoder_tune, groups
+    from riskrank_jax.model import encoder_tune, groups, tune_step
     from riskrank_jax.model.encoder_tune import TuneJob, tune_encoders
 
     enc, tune, states, tool_rows, query_rows, gold, hard, folds, states_s = _data(args.folds)
@@ -99,12 +99,12 @@ def main() -> None:
     if args.vmap:
         mapped = groups.map_models
         groups.map_models = lambda fn, in_axes: jax.vmap(fn, in_axes=tuple(in_axes))
-        encoder_tune._compiled_step.cache_clear()
+        tune_step.compiled_step.cache_clear()
         try:
             vm = timed(jobs)
         finally:
             groups.map_models = mapped
-            encoder_tune._compiled_step.cache_clear()
+            tune_step.compiled_step.cache_clear()
         print(f"all {len(jobs)} together, jax.vmap forced: {vm:.1f} s; ratio to one at a time {looped / vm:.2f}x")
 
 

@@ -139,7 +139,7 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
     """The TuneConfig of --tune-encoder: FIT_TUNE_CONFIG with --tune-set KEY=VALUE, --tune-layers and
     --tune-epochs applied; None without --tune-encoder (then none of them may be given)."""
     # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
-    from riskrank_jax.model.encoder_tune import TuneConfig
+    from riskrank_jax.model.tune_config import TuneConfig
     from riskrank_jax.rank.fit import FIT_TUNE_CONFIG
 
     if not tune_encoder:
@@ -191,7 +191,7 @@ def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):
                    "requests; with --tune-encoder).")
 @click.option("--tune-set", multiple=True, metavar="KEY=VALUE",
               help="Any other tuning setting (repeatable), e.g. --tune-set lr=1e-4 --tune-set batch_size=64: the fields "
-                   "of riskrank_jax.model.encoder_tune.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")
+                   "of riskrank_jax.model.tune_config.TuneConfig (defaults: riskrank_jax.rank.fit.FIT_TUNE_CONFIG).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where --tune-encoder keeps its checkpoints: a killed fit run again with the same inputs resumes "
                    "where it stopped (default: fit-runs/ in the embedding cache).")
