@@ -24,7 +24,8 @@ import sys
 # run metadata and derived text, not measured values; a key of this list is skipped at any depth (e.g. the
 # "config" tree's runtime.cache_dir: where a run kept its files is not a result)
 IGNORED = ("timings", "smoothing_throughput", "peak_rss_mb", "memory_budget", "run_key", "device", "finished_at",
-           "reproducibility", "recommendation", "cache_dir", "checkpoint_dir", "data_dir", "side_by_side")
+           "reproducibility", "recommendation", "cache_dir", "checkpoint_dir", "data_dir", "side_by_side",
+           "cost_s", "common_cost_s")  # the last two: LiveMCPBench's wall-clock seconds per row and shared step
 
 
 def leaves(tree, prefix=""):
@@ -41,7 +42,14 @@ def leaves(tree, prefix=""):
     return out
 
 
+def _undefined(x) -> bool:
+    """None or NaN: a metric with no value (results.json writes NaN as null; older LiveMCPBench files wrote NaN)."""
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
 def _differ(a, b, tol: float) -> tuple[bool, float]:
+    if _undefined(a) and _undefined(b):
+        return False, 0.0
     num = (int, float)
     if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
         if math.isnan(a) and math.isnan(b):
