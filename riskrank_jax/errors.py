@@ -23,6 +23,21 @@ def escaped(text: str, cap: int = 40, quote: str = '"') -> str:
     return "".join(out)
 
 
+def read_json_object(path: Path, error: type[Exception], missing: str, what: str) -> dict:
+    """The JSON object in the file ``path``, or ``error`` naming the file: ``missing`` when it does not exist, the
+    line when it is not JSON (e.g. truncated by a crash), ``what`` it should be when it is JSON but not an object.
+    Why one reader: every saved state (a ranker's manifest, a run's record) refuses a bad file the same way."""
+    try:
+        obj = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON, e.g. truncated by a crash (line {e.lineno}: {e.msg})") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path}: not {what} (a JSON {type(obj).__name__})")
+    return obj
+
+
 class RiskRankError(Exception):
     """Base class for errors the CLI reports without a traceback."""
 

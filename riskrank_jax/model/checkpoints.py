@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from riskrank_jax.errors import CacheError
+from riskrank_jax.errors import CacheError, read_json_object
 
 RUN_FILE = "run.json"
 STATE_DIR = "state"
@@ -215,15 +215,9 @@ def set_aside(directory, reason: str) -> Path:
 
 def read_run(checkpoint_dir) -> dict:
     path = Path(checkpoint_dir).expanduser().resolve() / RUN_FILE
-    try:
-        saved = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CacheError(f"{path}: no such run file") from None
-    except json.JSONDecodeError as exc:
-        raise CacheError(f"{path}: not valid JSON, e.g. truncated by a crash ({exc})") from exc
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        got = saved.get("format") if isinstance(saved, dict) else type(saved).__name__
-        raise CacheError(f"{path}: unknown format {got!r} (expected {FORMAT!r})")
+    saved = read_json_object(path, CacheError, "no such run file", f"a {FORMAT!r} run record")
+    if saved.get("format") != FORMAT:
+        raise CacheError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT!r})")
     return saved
 
 

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from riskrank_jax.encode.encoder import load_encoder_lazily
-from riskrank_jax.errors import RankerError
+from riskrank_jax.errors import RankerError, read_json_object
 
 FORMAT = "riskrank-jax/ranker"
 FORMAT_VERSION = 1
@@ -90,14 +90,7 @@ def open_saved(directory, expect_encoder_id: str | None = None, expect_registry_
 def read_manifest(directory: Path) -> dict:
     """The manifest of a saved ranker, checked for format and version."""
     path = Path(directory) / MANIFEST
-    try:
-        m = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RankerError(f"{path}: no saved ranker here (manifest missing)") from None
-    except json.JSONDecodeError as e:
-        raise RankerError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(m, dict):
-        raise RankerError(f"{path}: not a ranker manifest (a JSON {type(m).__name__})")
+    m = read_json_object(path, RankerError, "no saved ranker here (manifest missing)", "a ranker manifest")
     if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
         raise RankerError(f"{path}: format {m.get('format')!r} version {m.get('format_version')!r}; this "
                           f"riskrank-jax reads {FORMAT!r} version {FORMAT_VERSION}")
