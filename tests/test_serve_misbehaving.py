@@ -19,6 +19,9 @@ import anyio
 import pytest
 from anyio.from_thread import start_blocking_portal
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attack_harness import Gate  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "gateway_servers"
 
@@ -27,22 +30,13 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-class Bad:
-    """The connected client (on a blocking portal), the gateway's stderr file, audit log and calls log."""
+class Bad(Gate):
+    """The connected client (on a blocking portal) with the attack tests' calls (``call``, ``search``), the gateway's
+    stderr file, audit log and calls log, and the server list."""
 
     def __init__(self, portal, client, d: Path):
-        self.portal, self.client, self.dir = portal, client, d
-        self.stderr, self.audit, self.calls = d / "stderr.txt", d / "audit.jsonl", d / "calls.jsonl"
-        self.made = 0  # call_tool requests sent: each must leave one audit line
-
-    def call(self, name: str, arguments: dict | None = None):
-        self.made += 1
-        return self.portal.call(self.client.call_tool, "call_tool", {"name": name, "arguments": arguments or {}})
-
-    def search(self, query: str, k: int = 5) -> dict:
-        r = self.portal.call(self.client.call_tool, "search_tools", {"query": query, "k": k})
-        assert not r.is_error, r.content[0].text
-        return r.structured_content
+        super().__init__(portal, client, d)
+        self.audit, self.calls = self.audit_log, self.calls_log
 
     def servers(self) -> dict:
         r = self.portal.call(self.client.call_tool, "list_servers", {})
