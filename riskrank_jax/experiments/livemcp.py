@@ -118,8 +118,8 @@ NOT_RUN = {
                        "embeddings of its own tools (f_rel over a fixed tool pool); they are not registry rankers and "
                        "have no form that scores another registry's tools",
 }
-NOT_RUN_TRANSFER = ("not run: the transfer rows run on the benchmark read from the data directory (this run was "
-                    "given its benchmark)")
+NOT_RUN_TRANSFER = ("not run: the transfer rows run on the benchmark read from the data directory unless turned "
+                    "off (this run was given its benchmark, or run_benchmark(..., transfer=False))")
 
 
 def list_metrics(ranking, gold, confirm_levels=None) -> dict[str, jax.Array]:
