@@ -30,7 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
+from riskrank_jax.data.ultratool import fold_assignment
 from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.rank.ranker import Ranker
 from riskrank_jax.scoring import top_order
 
 FOLDS = 5
@@ -53,7 +55,6 @@ def needrisk_recall_at_k(ranking, gold, confirm, k: int = 10) -> np.ndarray:
 
 def server_fold(n_servers: int) -> np.ndarray:
     """int32 [M]: the fold of each server (``FOLDS`` folds, seed ``FOLD_SEED``)."""
-    from riskrank_jax.data.ultratool import fold_assignment
 
     return fold_assignment(n_servers, FOLDS, FOLD_SEED)
 
@@ -125,7 +126,6 @@ def choose(table: dict) -> tuple[float, float]:
 
 
 def _registry(bench, keep, encoder, cache, confirm_all):
-    from riskrank_jax.rank.ranker import Ranker
 
     docs, tools, rows, gold = sub_pool(bench, keep)
     names = [bench.servers.names[i] for i in np.flatnonzero(keep)]

@@ -18,6 +18,7 @@ small enough to train on this CPU; and LiveMCPBench's 95 tasks are too few to tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -26,10 +27,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax import metrics
+from riskrank_jax.data.sealtools import load_sealtools
 from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import DataError
 from riskrank_jax.experiments.stages import short_hash
+from riskrank_jax.model.cross_encoder import CrossEncoderConfig, init_from_encoder
+from riskrank_jax.model.cross_encoder_train import ce_scores_for, train_cross_encoder
+from riskrank_jax.model.encoder_tune import TextStates, embed_states, save_tuned_encoder, tune_encoder
+from riskrank_jax.model.heldout import heldout_split
+from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.paths import resolve_data_dir
+from riskrank_jax.rank.registry_inputs import registry_graph
 from riskrank_jax.retrieve import first_stage, hybrid
 
 SOURCE = "sealtools"
@@ -41,7 +50,6 @@ CE_TOP = 20  # ranker_server's candidates the cross-encoder reranks (the cross_e
 
 def source_benchmark(cfg):
     """The Seal-Tools benchmark under the data directory (DataError naming the folder when it is missing)."""
-    from riskrank_jax.data.sealtools import load_sealtools
 
     root = resolve_data_dir(cfg.data.data_dir) / "seal_tools"
     if not root.is_dir():
@@ -71,7 +79,6 @@ def _model_dir(ckpt_root: Path, kind: str, bench, encoder_id: str, config: dict)
 def source_tuned_encoder(cfg, encoder, cache, ckpt_root: Path):
     """(the encoder tuned on the source's training queries, info {"dir", "trained_s", "heldout_ndcg@5_by_epoch",
     "epoch", ...}): loaded from its directory when a previous sweep saved it, else trained (``cfg.tune``) and saved."""
-    from riskrank_jax.encode.encoder import load_encoder
 
     bench = source_benchmark(cfg)
     base = encoder.load() if hasattr(encoder, "load") else encoder
@@ -85,9 +92,6 @@ def source_tuned_encoder(cfg, encoder, cache, ckpt_root: Path):
 
 
 def _train_tuned(cfg, bench, base, cache, out: Path, enc_dir: Path) -> dict:
-    from riskrank_jax.model.encoder_tune import TextStates, embed_states, save_tuned_encoder, tune_encoder
-    from riskrank_jax.model.heldout import heldout_split
-    from riskrank_jax.model.negatives import best_non_gold
 
     t0 = time.perf_counter()
     n_tools, gold = bench.tools.size, np.asarray(bench.train.gold)
@@ -127,8 +131,6 @@ def source_cross_encoder_scores(cfg, encoder, cache, ckpt_root: Path, query_text
     (``model.cross_encoder.train_cross_encoder``, initialised from ``encoder``'s directory, its orbax run under the
     checkpoint root: a finished run is reused without training). The scores are saved beside the run, keyed by
     the texts and candidates, so a second sweep neither trains nor scores."""
-    from riskrank_jax.model.cross_encoder import CrossEncoderConfig, init_from_encoder
-    from riskrank_jax.model.cross_encoder_train import ce_scores_for, train_cross_encoder
 
     config = CrossEncoderConfig() if config is None else config
     bench = source_benchmark(cfg)
@@ -169,9 +171,7 @@ def with_encoder(ranker, encoder, cache, server_texts: list[str]):
     (``server_texts``, one per row of ``ranker.server_emb``) embedded by ``encoder``, the graph rebuilt on them as
     ``rank.fit`` rebuilds a tuned ranker's; config, risk levels, scores and sources as they are (the risk was
     assessed with the base encoder, as ``riskrank-jax fit --tune-encoder`` keeps it)."""
-    import dataclasses
 
-    from riskrank_jax.rank.registry_inputs import registry_graph
 
     emb = np.asarray(embed_texts(encoder, list(ranker.tool_texts), cache), np.float32)
     graph = None
