@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
-import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 if "RISKRANK_STATE" not in os.environ:  # the gateways the tests start keep their pins here, never in ~/.local
@@ -22,7 +19,6 @@ import pytest
 from riskrank_jax.paths import real_data_available, resolve_data_dir
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
-TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
 
 
 REPORTED: list[str] = []  # figures tests measured, printed in pytest's closing summary (report_line)
@@ -60,43 +56,12 @@ def fixtures_dir():
     return FIXTURES
 
 
-def make_tiny_bert(root: Path, pooling: str, *, max_seq_length: int = 40, msgpack: bool = False):
-    """A tiny random BERT (hidden 32, 2 layers, fixed seed) with the default model's tokenizer, saved at `root`
-    in the sentence-transformers layout `riskrank_jax.encode.encoder.load_encoder` reads. Returns (model, params)."""
-    from flax.traverse_util import flatten_dict, unflatten_dict
-    from transformers import BertConfig, FlaxBertModel
-
-    from riskrank_jax.encode.sentence_config import default_model_dir
-
-    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=37, max_position_embeddings=64)
-    model = FlaxBertModel(cfg, _do_init=False)
-    rng = np.random.default_rng(0)
-    params = {}
-    for key, s in flatten_dict(model.params_shape_tree).items():
-        base = 1.0 if key[-1] == "scale" else 0.0
-        params[key] = (base + 0.2 * rng.standard_normal(s.shape)).astype(np.float32)
-    params = unflatten_dict(params)
-    root.mkdir(parents=True)
-    model.save_pretrained(root, params=params, safe_serialization=not msgpack)
-    src = default_model_dir()
-    for f in TOKENIZER_FILES:
-        shutil.copy(src / f, root / f)
-    (root / "1_Pooling").mkdir()
-    flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
-    (root / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": 32, **{v: k == pooling for k, v in flags.items()}}))
-    (root / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]))
-    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
-    return model, params
-
-
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A tiny random mean-pooling BERT encoder directory (for `--encoder` in fast end-to-end sweeps)."""
+    # deferred: tests/tiny_bert.py imports transformers and flax, which most test files never need
+    from tiny_bert import make_tiny_bert
+
     root = tmp_path_factory.mktemp("tiny-bert") / "mean"
     make_tiny_bert(root, "mean")
     return root
