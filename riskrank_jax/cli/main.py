@@ -5,10 +5,12 @@ Why thin: every command is a library call, so what the CLI prints a program can 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import click
 
@@ -17,7 +19,7 @@ from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_m
 from riskrank_jax.cli.pins import pins_group
 from riskrank_jax.cli.rank import fit_command, rank_command
 from riskrank_jax.cli.serve import serve_command
-from riskrank_jax.errors import RiskRankError
+from riskrank_jax.errors import ConfigError, RiskRankError
 
 BENCH_CHOICE = click.Choice(["demo", "ultratool", "sealtools"])
 data_dir_option = click.option(
@@ -156,7 +158,7 @@ def _train_sets(ctx, param, values) -> tuple[tuple[str, str], ...]:
 
 def _train_config(benchmark: str, flags: dict, sets):
     """The tree's TrainConfig for ``benchmark`` with the flags given (None: not given), then the --set leaves."""
-    from riskrank_jax.errors import ConfigError
+    # deferred: the config tree imports the training code (JAX), which `--help` does not need
     from riskrank_jax.experiments.config import default_config
 
     try:
@@ -195,10 +197,6 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
 
     The run's TrainConfig is the sweep's config tree's ``train`` (its defaults, then these flags, then --set):
     one place for the defaults, as `python -m riskrank_jax.sweep` reads them."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
     cfg = _train_config(benchmark, {"train.lambda_aware": lambda_aware, "train.lambdas": tuple(lambdas) or None,
                                     "train.rel_features": rel_features, "train.negative_sampling": negatives,
                                     "train.epochs": epochs}, sets)
@@ -207,6 +205,7 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
         return
     lambda_aware, rel_features, negatives = cfg.lambda_aware, cfg.rel_features, cfg.negative_sampling
 
+    # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
     from riskrank_jax.encode.encoder import load_encoder
@@ -226,6 +225,7 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
 
 def _echo_training(bench, seeds, cfg, res, seconds: float, root) -> None:
     """train's report: the models, each one's best epoch and held-out loss, the checkpoint."""
+    # deferred: numpy loads when a command runs, not for `riskrank-jax --help`
     import numpy as np
 
     click.echo(f"{bench.name}: {res.n_models} models ({len(seeds)} seeds x {bench.n_folds} folds"

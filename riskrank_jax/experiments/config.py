@@ -27,6 +27,7 @@ from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train_config import TrainConfig
 from riskrank_jax.paths import default_checkpoint_dir
+from riskrank_jax.rank.ranker import RankConfig
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
 from riskrank_jax.runtime.memory import DEFAULT_MEMORY_BUDGET
 
@@ -84,16 +85,16 @@ class EvalConfig:
 class McpConfig:
     """The LiveMCPBench sweep (``experiments.livemcp``): the benchmark agent's top_servers / top_tools (its README's
     TOP_SERVERS = 5, TOP_TOOLS = 3); the weights of the Ranker's request stages in its rows (server_weight,
-    sibling_weight, step_weight: ``rank.ranker.RankConfig``); risk_labels: the labelled tool corpus, relative to
-    the repository root ("" = none: RVR@5 is then "not labelled"); lambdas × alphas: the grid of the sensitivity
-    table of the rank default's row; cv_folds: the folds over tasks of the one row that chooses its weights on
-    the tasks (``ranker_server_steps_cv``)."""
+    sibling_weight, step_weight: by default ``rank.ranker.RankConfig``'s, so they are stated once); risk_labels:
+    the labelled tool corpus, relative to the repository root ("" = none: RVR@5 is then "not labelled");
+    lambdas × alphas: the grid of the sensitivity table of the rank default's row; cv_folds: the folds over tasks
+    of the one row that chooses its weights on the tasks (``ranker_server_steps_cv``)."""
 
     top_servers: int = 5
     top_tools: int = 3
-    server_weight: float = 0.5
-    sibling_weight: float = 0.5
-    step_weight: float = 0.3
+    server_weight: float = RankConfig.server_weight
+    sibling_weight: float = RankConfig.sibling_weight
+    step_weight: float = RankConfig.step_weight
     risk_labels: str = "experiments/mcp_risk/corpus/labels.jsonl"
     lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
     alphas: tuple[float, ...] = (0.0, 0.2)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from riskrank_jax.experiments.variants import BY_NAME, VARIANTS
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
@@ -94,6 +96,7 @@ def _point_box(ax, xy, radius: float = 6.0):
 
 
 def _pixel_box(x: float, y: float, radius: float):
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     from matplotlib.transforms import Bbox
 
     return Bbox.from_extents(x - radius, y - radius, x + radius, y + radius)
@@ -101,7 +104,6 @@ def _pixel_box(x: float, y: float, radius: float):
 
 def _line_pixels(ax, xs, ys, step: float = 3.0):
     """Display coordinates [M, 2] sampled every `step` pixels along the polyline (xs, ys) in data space."""
-    import numpy as np
 
     pix = ax.transData.transform(np.column_stack([xs, ys]))
     out = [pix[:1]]
@@ -124,6 +126,7 @@ def _protocol(res: dict) -> str:
 
 def lambda_sweep_figure(res: dict):
     """NDCG@5 and RVR@5 against λ (mean ± std over seeds), main split, one line per variant."""
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     import matplotlib.pyplot as plt
 
     split = res.get("main_split") or next(iter(res["main"]))
@@ -151,6 +154,7 @@ def lambda_sweep_figure(res: dict):
 
 def tradeoff_figure(res: dict):
     """Every main-table row in the NDCG@5–RVR@5 plane at the main λ, one panel per split."""
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     import matplotlib.pyplot as plt
 
     splits = _splits(res)
@@ -194,6 +198,7 @@ def _legend_right(fig, ax, title: str) -> None:
 
 
 def save_figure(fig, path: Path) -> Path:
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     import matplotlib.pyplot as plt
 
     fig.savefig(path, dpi=130, bbox_inches="tight")
@@ -258,6 +263,7 @@ def pareto_figure(res: dict):
     """NDCG@5 (y) against RVR@5 (x) over the λ grid of every λ-swept variant (one colour per
     family, a line through its λ points), the baselines present in res["main"] (bm25, dense, hybrid,
     hybrid_named) and the paper's reported points (black stars); one panel per split."""
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     import matplotlib.pyplot as plt
 
     splits = _splits(res)
@@ -276,6 +282,7 @@ FIGURES = {"lambda_sweep.png": lambda_sweep_figure, "tradeoff.png": tradeoff_fig
 
 
 def _use_agg() -> None:
+    # deferred: matplotlib loads only when figures are drawn (a sweep with --no-figures never needs it)
     import matplotlib
 
     matplotlib.use("Agg")

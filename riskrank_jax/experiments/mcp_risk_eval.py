@@ -13,10 +13,11 @@ allowed" is the share of the other tools (reads and local reversible writes) all
 from __future__ import annotations
 
 import itertools
+import dataclasses
 
 import numpy as np
 
-from riskrank_jax.registry.dimensions import FLAGS, DimensionPolicy, assess_dimensions, must_confirm
+from riskrank_jax.registry.dimensions import DEFAULT_ALLOW_LEVEL, FLAGS, DimensionPolicy, assess_dimensions, must_confirm
 
 TARGET_RECALL = 0.97
 READ_GRID = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -53,7 +54,6 @@ def dimension_metrics(mut_pred, flags_pred, mutation, flags) -> dict:
 
 def allowed_at_default(levels) -> np.ndarray:
     """bool [N]: the default policy (allow_level 3, no arguments known) lets the tool through."""
-    from riskrank_jax.registry.dimensions import DEFAULT_ALLOW_LEVEL
 
     return np.asarray(levels) <= DEFAULT_ALLOW_LEVEL
 
@@ -71,7 +71,6 @@ def choose_thresholds(registry, probs, mutation, flags, base: DimensionPolicy = 
     """The DimensionPolicy thresholds (for ``base.learned_clears``) with the most reads allowed among those
     whose must-confirm recall reaches ``target`` on these tools (out-of-fold probabilities of training servers;
     never the test fold's), else the highest recall. Returns the fields and the recall / reads allowed there."""
-    import dataclasses
 
     must = must_confirm(mutation, flags)
     grid = [{"read_threshold": r, "flag_threshold": f, "destructive_threshold": d}

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
+import jax
 import numpy as np
 
 from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.model import heads
+from riskrank_jax.model.risk_head import train_risk_heads
 from riskrank_jax.model.train import TrainRun, train_models
 from riskrank_jax.model.train_config import lambda_run_from_plain
 from riskrank_jax.runtime.heap import release_freed_heap
@@ -104,10 +107,7 @@ def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id:
 def risk_only_scores(t_emb, risk, seeds, config) -> np.ndarray:
     """Predicted risk [S, N] of the risk heads (``RiskHeadConfig`` ``config``) trained alone on the registry, one per
     seed."""
-    import jax
 
-    from riskrank_jax.model import heads
-    from riskrank_jax.model.risk_head import train_risk_heads
 
     params = train_risk_heads(t_emb, risk, seeds, config)
     return np.asarray(jax.jit(jax.vmap(heads.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))

@@ -27,8 +27,12 @@ from pathlib import Path
 import click
 import numpy as np
 
+from riskrank_jax.data import load_benchmark
+from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
+from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
+from riskrank_jax.paths import REPO_ROOT
 from riskrank_jax.registry.risk import DEFAULT_KEYWORD_FLOORS
 from riskrank_jax.registry.risk_agreement import compare_sources, cross_val_scores
 from riskrank_jax.scoring import is_risky
@@ -190,7 +194,6 @@ def load_sets(data_dir=None, embed: Callable[[list[str]], np.ndarray] | None = N
     """The benchmarks' labelled tools that can be loaded, and a message per benchmark that cannot.
 
     embed: texts -> float32 [N, d]; default: the default encoder through the embedding cache."""
-    from riskrank_jax.data import load_benchmark
 
     sets, skipped = {}, []
     embed = embed or default_embed()
@@ -208,8 +211,6 @@ def load_sets(data_dir=None, embed: Callable[[list[str]], np.ndarray] | None = N
 
 def default_embed(cache_dir=None, encoder=None) -> Callable[[list[str]], np.ndarray]:
     """texts -> embeddings with the (default) encoder through the embedding cache; `.model_id` names it."""
-    from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encode.encoder import load_encoder
 
     enc, cache = load_encoder(encoder), EmbeddingCache(cache_dir)
 
@@ -242,7 +243,6 @@ def write_results(result: dict, out_dir: Path) -> tuple[Path, Path]:
 def main(data_dir, out_dir, cache_dir, seeds):
     """Train the risk head on one registry's labels and score another's (and 5-fold CV inside each): AUC of
     detecting r ≥ 3 and Spearman ρ, against the keyword prior and the combined rule. See docs/registry.md."""
-    from riskrank_jax.paths import REPO_ROOT
 
     try:
         embed = default_embed(cache_dir)

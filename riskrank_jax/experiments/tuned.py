@@ -28,10 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import jax.numpy as jnp
 
 from riskrank_jax import metrics
 from riskrank_jax.experiments.stages import risk_only_scores, short_hash
 from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, TuneJob, embed_states, tune_encoders
+from riskrank_jax.model.groups import maps_sequentially
+from riskrank_jax.model.tune_step import tune_bytes
+from riskrank_jax.model.tuned_encoder import TunedEncoder
 from riskrank_jax.model.heldout import GATES, gate_index, heldout_split
 from riskrank_jax.model.negatives import best_non_gold
 from riskrank_jax.retrieve.hybrid import choose_weight, fuse
@@ -61,7 +65,6 @@ class TunedModels:
 
 
 def _ndcg5(scores, gold) -> float:
-    import jax.numpy as jnp
 
     top = rank_order_host(np.asarray(scores, np.float32))[:, :5]
     return float(np.asarray(metrics.ndcg_at_k(jnp.asarray(top), jnp.asarray(gold), k=5)).mean())
@@ -160,8 +163,6 @@ def chunk_size(encoder, config: TuneConfig, n_models: int) -> int:
     device, where the models of a run take their steps one after another anyway, as many as ``STATE_BUDGET``
     bytes of stacked state (layers, AdamW moments, best layers) hold, so that the sweep's peak memory does not
     grow with its number of models."""
-    from riskrank_jax.model.encoder_tune import TunedEncoder, tune_bytes
-    from riskrank_jax.model.groups import maps_sequentially
 
     if not maps_sequentially():
         return n_models
