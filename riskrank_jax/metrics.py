@@ -13,7 +13,7 @@ Conventions (rax style, the list axis is last, batching is by broadcasting or ``
   * Leading axes of ``ranking`` and ``gold`` broadcast, so ``ranking`` [S, Q, L] with ``gold`` [Q, G]
     scores S rankings of the same queries at once.
   * Every metric returns float32 per-query values of shape [...] (no reduction); ``mean_metrics``,
-    ``context_metrics`` and ``summarize`` reduce.
+    ``context_metrics``, ``summarize`` (over seeds) and ``summarize_over_queries`` reduce.
   * Logs are base 2; DCG uses gain 1 for a relevant tool at rank i (1-based) discounted by 1/log2(i+1).
 
 Membership of ranked tools in the gold set is the broadcast compare
@@ -50,6 +50,7 @@ __all__ = [
     "context_metrics",
     "mean_metrics",
     "summarize",
+    "summarize_over_queries",
     "METRIC_KEYS",
 ]
 
@@ -386,3 +387,24 @@ def summarize(values_per_seed: dict) -> dict[str, dict[str, float]]:
             std = float("nan")
         out[name] = {"mean": mean, "std": std}
     return out
+
+
+def summarize_over_queries(per_query: dict) -> dict[str, float]:
+    """Mean and standard error of the mean over queries of each metric, rounded to 4 decimals: what a zero-shot
+    row (one ranking per query, no seeds) reports, where ``summarize`` reports the spread over seeds.
+
+    se = std(v, ddof = 1) / sqrt(Q), reported as 0.0 when Q == 1.
+
+    Args:
+      per_query: {name: float [Q]}.
+
+    Returns:
+      {name: mean, name + "_se": standard error}.
+    """
+    out = {}
+    for name, v in per_query.items():
+        v = np.asarray(v, np.float64)
+        out[name] = round(float(v.mean()), 4)
+        out[name + "_se"] = round(float(v.std(ddof=1) / np.sqrt(v.size)), 4) if v.size > 1 else 0.0
+    return out
+

@@ -21,7 +21,8 @@ import numpy as np
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax.experiments.livemcp import list_metrics, summary
+from riskrank_jax import metrics
+from riskrank_jax.experiments.livemcp import list_metrics
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
 
@@ -40,7 +41,7 @@ def split_rows(bench, split, encoder, cache) -> dict:
         t0 = time.perf_counter()
         r = base.with_config(dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **change))
         ids = r.rank(q_emb, k=10, q_texts=list(qs.texts))
-        row = summary(list_metrics(ids, qs.gold, bench.tools.risk))
+        row = metrics.summarize_over_queries(list_metrics(ids, qs.gold, bench.tools.risk))
         row["cost_s"] = round(time.perf_counter() - t0, 1)
         rows[name] = row
     return {"queries": qs.size, "tools": bench.tools.size,

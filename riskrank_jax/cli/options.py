@@ -53,7 +53,7 @@ def _check_seeds(ctx, param, value):
 
 seeds_option = click.option(
     "--seeds", type=int, multiple=True, default=DEFAULT_SEEDS, show_default=True, callback=_check_seeds,
-    help="Seeds of the run, space-separated after one --seeds (--seeds 42 123 777) or one per --seeds.")
+    help="Seeds of the run, space-separated after one --seeds (--seeds 42 123 777) or one per --seeds. Leaf seeds.")
 
 
 def optional_seeds_option(help: str):
@@ -84,7 +84,7 @@ memory_budget_option = click.option(
     "--memory-budget", default="1GiB", show_default=True, callback=_bytes_callback, metavar="SIZE",
     help="Bytes the intermediates of one step may hold at once (e.g. 512MiB, 4GiB): training runs its models "
          "in groups, scoring and evaluation run queries in chunks, each sized to fit; results do not depend on it "
-         "beyond float rounding.")
+         "beyond float rounding. Leaf runtime.memory_budget.")
 
 
 def expand_multi_value_options(argv: list[str], names=MULTI_VALUE_OPTIONS) -> list[str]:

@@ -135,16 +135,6 @@ def list_metrics(ranking, gold, confirm_levels=None) -> dict[str, jax.Array]:
     return out
 
 
-def summary(per_query: dict) -> dict:
-    """{metric: mean, metric + "_se": standard error of the mean over queries}, rounded to 4 decimals."""
-    out = {}
-    for name, v in per_query.items():
-        v = np.asarray(v, np.float64)
-        out[name] = round(float(v.mean()), 4)
-        out[name + "_se"] = round(float(v.std(ddof=1) / np.sqrt(v.size)), 4) if v.size > 1 else 0.0
-    return out
-
-
 def _labels_path(cfg) -> Path | None:
     if not cfg.mcp.risk_labels:
         return None
@@ -334,8 +324,8 @@ def sensitivity(cfg, bench, ranker, k: int, confirm) -> list[dict]:
         for lam in cfg.mcp.lambdas:
             config = dataclasses.replace(row_config(cfg, ROWS[name][1]), lam=float(lam), alpha=float(alpha))
             ids, _ = ranker_rankings(ranker, queries, config, k, q_emb)
-            m = {key: v for key, v in summary(list_metrics(ids, bench.queries.gold, confirm)).items()
-                 if not key.endswith("_se")}
+            m = metrics.summarize_over_queries(list_metrics(ids, bench.queries.gold, confirm))
+            m = {key: v for key, v in m.items() if not key.endswith("_se")}
             out.append({"row": name, "lam": float(lam), "alpha": float(alpha),
                         **m, **({} if confirm is not None else {"rvr@5": NOT_LABELLED})})
     return out
@@ -400,7 +390,7 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
     rows = {}
     for name in (n for n in (*ROWS, *TRANSFER_ROWS) if n in rankings):
         ids = rankings[name]
-        rows[name] = summary(list_metrics(ids, bench.queries.gold, confirm))
+        rows[name] = metrics.summarize_over_queries(list_metrics(ids, bench.queries.gold, confirm))
         if confirm is None:
             rows[name]["rvr@5"] = NOT_LABELLED
     return {"rows": rows, "cost_s": cost, "common_cost_s": common,
@@ -468,5 +458,5 @@ LIVEMCP = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, m
 
 
 __all__ = ["LIVEMCP", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "evaluate_rows", "list_metrics",
-           "summary", "ROWS", "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN",
+           "ROWS", "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN",
            "NOT_LABELLED"]
