@@ -171,8 +171,6 @@ def with_encoder(ranker, encoder, cache, server_texts: list[str]):
     (``server_texts``, one per row of ``ranker.server_emb``) embedded by ``encoder``, the graph rebuilt on them as
     ``rank.fit`` rebuilds a tuned ranker's; config, risk levels, scores and sources as they are (the risk was
     assessed with the base encoder, as ``riskrank-jax fit --tune-encoder`` keeps it)."""
-
-
     emb = np.asarray(embed_texts(encoder, list(ranker.tool_texts), cache), np.float32)
     graph = None
     if ranker.graph is not None:

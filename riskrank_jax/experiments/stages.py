@@ -107,8 +107,6 @@ def train_lambda_run(bench, emb, seeds, train_cfg, plain, name: str, encoder_id:
 def risk_only_scores(t_emb, risk, seeds, config) -> np.ndarray:
     """Predicted risk [S, N] of the risk heads (``RiskHeadConfig`` ``config``) trained alone on the registry, one per
     seed."""
-
-
     params = train_risk_heads(t_emb, risk, seeds, config)
     return np.asarray(jax.jit(jax.vmap(heads.risk, in_axes=(0, None)))(params, np.asarray(t_emb)))
 
