@@ -15,7 +15,6 @@ import dataclasses
 
 import numpy as np
 
-from riskrank_jax.errors import RankerError
 from riskrank_jax.rank import stages
 from riskrank_jax.rank.ranker import check_queries
 from riskrank_jax.rank.tool_hits import make_hits
@@ -61,8 +60,7 @@ def search_with_held_back(ranker, query: str, k: int) -> tuple[list, list[dict]]
     the stages: the request is embedded, first-staged and request-staged once for both rankings. What a search seam
     (the gateway, the framework adapters) returns."""
     check_queries([query])
-    if not 1 <= k <= ranker.size:
-        raise RankerError(f"k must be in 1..{ranker.size}, got {k}")
+    k = ranker.checked_k(k)
     q_emb = ranker.encode_queries([query])
     ids, total, rel, at_zero = stages.ranked_with_scores(ranker.prepared, ranker.config, q_emb, [query], k,
                                                          ranker.encoder, also_at_lambdas=(0.0,))

@@ -292,7 +292,8 @@ class Ranker:
         """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25), each [Q, N] (``stages.score_parts``)."""
         return stages.score_parts(self.prepared, self.config, q_emb, q_texts, self.encoder)
 
-    def _checked_k(self, k) -> int:
+    def checked_k(self, k) -> int:
+        """The list length ``k`` (None: config.k) as an int; RankerError unless it lies in 1..N."""
         k = self.config.k if k is None else int(k)
         if not 1 <= k <= self.size:
             raise RankerError(f"k must be in 1..{self.size}, got {k}")
@@ -300,7 +301,7 @@ class Ranker:
 
     def rank(self, q_emb, k: int | None = None, q_texts=None) -> np.ndarray:
         """int32 [Q, k] tool ids, best first (k defaults to config.k; ``stages.ranked``)."""
-        return stages.ranked(self.prepared, self.config, q_emb, q_texts, self._checked_k(k), self.encoder)
+        return stages.ranked(self.prepared, self.config, q_emb, q_texts, self.checked_k(k), self.encoder)
 
     def query_encoder(self):
         """The encoder that embeds requests (RankerError when the ranker was built without one)."""
@@ -320,7 +321,7 @@ class Ranker:
         (``encode_queries`` of the same queries) is given: a caller that ranks one request twice encodes once."""
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_queries(queries)
-        k = self._checked_k(k)
+        k = self.checked_k(k)
         q_emb = self.encode_queries(queries) if q_emb is None else q_emb
         ids, total, rel = stages.ranked_with_scores(self.prepared, self.config, q_emb, queries, k,
                                                     self.encoder)

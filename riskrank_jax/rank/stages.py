@@ -67,7 +67,8 @@ class Prepared:
     on the device; graph / graph_tables: the ToolGraph and its neighbour tables and Â (None without a graph);
     bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
     tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
-    unknown); index: tool name -> its index (names are unique); source: the arrays it was built from (a ranker whose arrays are other objects builds anew)."""
+    unknown); index: tool name -> its index (names are unique); source: {ranker field: the object each part was
+    built from} (``PART_FIELDS``; a part whose fields now hold other objects is built anew)."""
 
     device: dict
     graph: ToolGraph | None
@@ -76,20 +77,25 @@ class Prepared:
     tool_server: np.ndarray | None
     server_emb: np.ndarray | None
     index: dict
-    source: tuple
+    source: dict
 
     @property
     def dim(self) -> int:
         return int(self.device["tool_emb"].shape[1])
 
 
-def _source(r) -> tuple:
-    return (r.tool_names, r.tool_texts, r.tool_emb, r.risk_scores, r.risk_levels, r.perm_level, r.params, r.graph,
-            r.tool_server, r.server_emb)
+# each part of a Prepared and the ranker fields it is built from
+PART_FIELDS = {"device": ("tool_emb", "risk_scores", "risk_levels", "perm_level", "params"), "graph": ("graph",),
+               "bm25": ("tool_texts",), "index": ("tool_names",), "servers": ("tool_server", "server_emb")}
 
 
-def _same(a: tuple, b: tuple, fields: slice = slice(None)) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a[fields], b[fields]))
+def _source(r) -> dict:
+    return {name: getattr(r, name) for fields in PART_FIELDS.values() for name in fields}
+
+
+def _reusable(previous: Prepared | None, source: dict, part: str) -> bool:
+    """Whether ``previous`` built ``part`` from the very objects ``source`` holds now."""
+    return previous is not None and all(previous.source[n] is source[n] for n in PART_FIELDS[part])
 
 
 def needs_bm25(config) -> bool:
@@ -103,23 +109,22 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
     tables when only the names changed; the BM25 index is built when the config needs it and no reusable one
     exists."""
     source = _source(r)
-    prev = previous.source if previous is not None else ()
-    if _same(prev, source) and (previous.bm25 is not None or not needs_bm25(r.config)):
+    if all(_reusable(previous, source, part) for part in PART_FIELDS) and (
+            previous.bm25 is not None or not needs_bm25(r.config)):
         return previous
-    if _same(prev, source, slice(2, 7)):
+    if _reusable(previous, source, "device"):
         device = previous.device
     else:
-        device = {"tool_emb": r.tool_emb, "risk_scores": r.risk_scores, "risk_levels": r.risk_levels,
-                  "perm_level": r.perm_level, **({} if r.params is None else {"params": r.params})}
-        device = jax.device_put(device)
-    if _same(prev, source, slice(7, 8)):
+        device = jax.device_put({"tool_emb": r.tool_emb, "risk_scores": r.risk_scores, "risk_levels": r.risk_levels,
+                                 "perm_level": r.perm_level, **({} if r.params is None else {"params": r.params})})
+    if _reusable(previous, source, "graph"):
         tables = previous.graph_tables
     else:  # the compile-light bucket sums: a ranker smooths a few requests at a time, compiling once per batch size
         tables = None if r.graph is None else smoothing.prepare_graph(r.graph, unrolled=False)
-    bm25 = previous.bm25 if _same(prev, source, slice(1, 2)) else None
+    bm25 = previous.bm25 if _reusable(previous, source, "bm25") else None
     if bm25 is None and needs_bm25(r.config):
         bm25 = first_stage.Bm25Index(list(r.tool_texts))
-    index = previous.index if _same(prev, source, slice(0, 1)) else {n: i for i, n in enumerate(r.tool_names)}
+    index = previous.index if _reusable(previous, source, "index") else {n: i for i, n in enumerate(r.tool_names)}
     return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, source)
 
 
@@ -311,6 +316,11 @@ def candidate_top_k(device, cand_scores, cand, first, config, k: int):
 # ---------------------------------------------------------------------------------------------- the composition
 
 
+def _scattered(base, cand, values):
+    """``base`` [Q, N] with ``values`` [Q, C] written at the candidates ``cand`` [Q, C] of each row."""
+    return base.at[jnp.arange(cand.shape[0])[:, None], cand].set(values)
+
+
 def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25, hybrid and multi-step), each [Q, N]; with
     n_candidates the tools beyond the candidates score −inf in total and 0 in graph."""
@@ -321,9 +331,8 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
         parts = ScoreParts(rel, risk_penalty, total - pen, total)
     else:
         rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first)
-        rows = jnp.arange(cand.shape[0])[:, None]
-        total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[rows, cand].set(cs)
-        graph = jnp.zeros_like(pen).at[rows, cand].set(cs - stacked.gather_candidates(pen, cand))
+        total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
+        graph = _scattered(jnp.zeros_like(pen), cand, cs - stacked.gather_candidates(pen, cand))
         parts = ScoreParts(rel, risk_penalty, graph, total)
     return ScoreParts(*(x[:n_q] for x in parts))
 
@@ -349,7 +358,7 @@ def _top_with_scores(p: Prepared, config, q, first, k: int):
         return ids, parts.total, parts.relevance
     rel, _, pen, cs, cand = candidate_stage(p, config, q, first)
     ids = candidate_top_k(p.device, cs, cand, first, config, k)
-    total = jnp.full(pen.shape, -jnp.inf, pen.dtype).at[jnp.arange(cand.shape[0])[:, None], cand].set(cs)
+    total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
     return ids, jnp.take_along_axis(total, ids, -1), jnp.take_along_axis(rel, ids, -1)
 
 
