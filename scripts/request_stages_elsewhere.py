@@ -16,12 +16,10 @@ import dataclasses
 import json
 import time
 
-import numpy as np
-
+from riskrank_jax import metrics
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.encode.encoder import load_encoder
-from riskrank_jax import metrics
 from riskrank_jax.experiments.livemcp import list_metrics
 from riskrank_jax.paths import REFERENCE_RESULTS_DIR
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
