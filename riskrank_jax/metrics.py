@@ -393,7 +393,7 @@ def summarize_over_queries(per_query: dict) -> dict[str, float]:
     """Mean and standard error of the mean over queries of each metric, rounded to 4 decimals: what a zero-shot
     row (one ranking per query, no seeds) reports, where ``summarize`` reports the spread over seeds.
 
-    se = std(v, ddof = 1) / sqrt(Q), reported as 0.0 when Q == 1.
+    se = std / sqrt(Q) with ``summarize``'s std over the Q queries (ddof = 1), reported as 0.0 when Q == 1.
 
     Args:
       per_query: {name: float [Q]}.
@@ -402,9 +402,9 @@ def summarize_over_queries(per_query: dict) -> dict[str, float]:
       {name: mean, name + "_se": standard error}.
     """
     out = {}
-    for name, v in per_query.items():
-        v = np.asarray(v, np.float64)
-        out[name] = round(float(v.mean()), 4)
-        out[name + "_se"] = round(float(v.std(ddof=1) / np.sqrt(v.size)), 4) if v.size > 1 else 0.0
+    for name, s in summarize(per_query).items():
+        q = np.asarray(per_query[name]).size
+        out[name] = round(s["mean"], 4)
+        out[name + "_se"] = round(s["std"] / math.sqrt(q), 4) if q > 1 else 0.0
     return out
 
