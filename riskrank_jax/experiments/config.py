@@ -23,6 +23,7 @@ from riskrank_jax.errors import ConfigError
 from riskrank_jax.graph.tool_graph import GraphConfig
 from riskrank_jax.model.cross_encoder import CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
+from riskrank_jax.model.intent_model import IntentConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train_config import TrainConfig
@@ -69,7 +70,7 @@ class EncoderConfig:
 class EvalConfig:
     """What is evaluated: the λ grid and the main tables' λ, smoothing α, the metrics' cut-off k, the candidates
     of candidate mode, the stress queries' number, the variants (names or "paper"; () = all declared) and
-    whether the smoothing-throughput benchmark runs."""
+    whether the smoothing-throughput benchmark runs; the ``*_intent`` rows' intent weights."""
 
     k: int = 5
     lambdas: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2)
@@ -79,6 +80,11 @@ class EvalConfig:
     stress_n: int = 30
     variants: tuple[str, ...] = ()
     smoothing_benchmark: bool = True
+    # the ``*_intent`` rows' exposure weight (``retrieve.intent``): by default the Ranker's, so stated once
+    intent_strength: float = RankConfig.intent_strength
+    intent_relief: float = RankConfig.intent_relief
+    intent_agreement: float = RankConfig.intent_agreement
+    intent_specific: float = RankConfig.intent_specific
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,7 @@ class SweepConfig:
     """Everything a sweep of one benchmark depends on. ``train``: the dual heads' run (the λ-aware and core_plus
     runs derive from it, ``experiments.variants``); ``risk_head``: the zero-shot risk heads; ``rerank``: the
     correction reranker; ``tune``: the encoder fine-tuning of the ``ft_*`` rows; ``cross_encoder``: the opt-in ``ce_*`` rows;
-    ``graph``: the ToolGraph's thresholds and weights."""
+    ``graph``: the ToolGraph's thresholds and weights; ``intent``: the intent models of the ``*_intent`` rows."""
 
     data: DataConfig = field(default_factory=DataConfig)
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
@@ -129,6 +135,7 @@ class SweepConfig:
     rerank: RerankConfig = field(default_factory=RerankConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
     cross_encoder: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
+    intent: IntentConfig = field(default_factory=IntentConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     rule_filter: RuleFilterCaps = field(default_factory=RuleFilterCaps)  # the rule filter's caps (``rank.rule_filter``)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -33,7 +33,8 @@ from riskrank_jax.graph.tool_graph import with_edge_types
 from riskrank_jax.model import rerank
 from riskrank_jax.rank import stacked
 from riskrank_jax.rank.rule_filter import RuleFilterCaps
-from riskrank_jax.retrieve import baselines, first_stage
+from riskrank_jax.rank.ranker import RankConfig
+from riskrank_jax.retrieve import baselines, first_stage, intent
 from riskrank_jax.retrieve.hybrid import fuse
 from riskrank_jax.runtime.memory import balanced_step, units_per_step
 from riskrank_jax.scoring import RISK_THRESHOLD, is_risky, penalise, rank_order_host, top_order
@@ -122,6 +123,10 @@ class EvalSettings:
     n_seeds: int
     memory_budget: int
     rule: RuleFilterCaps = RuleFilterCaps()
+    # the *_intent rows' (strength, relief, agreement weight, specific): retrieve.intent.exposure_weight,
+    # request_needs
+    intent: tuple[float, float, float, float] = (RankConfig.intent_strength, RankConfig.intent_relief,
+                                                 RankConfig.intent_agreement, RankConfig.intent_specific)
 
 
 def fold_model_scores(params, q_emb, t_emb, *, n_seeds: int, test_fold, memory_budget: int):
@@ -245,7 +250,21 @@ class SplitEvaluation:
             risk = self.precomputed("ft_risk")
         else:
             risk = None
+        if v.intent and risk is not None:
+            risk = risk * self.intent_weight(v)  # [S, Q, N]
         return rel, risk
+
+    def intent_weight(self, v):
+        """float32 [Q, N]: the exposure weight of the split's requests (``retrieve.intent.exposure_weight``): their
+        needs from keywords, their fold's intent model and (with an agreement weight) the variant's first stage."""
+        def build():
+            strength, relief, agree_weight, specific = self.s.intent
+            effects = self.runs["intent"].effects
+            agree = intent.agreement(np.asarray(self.first_stage(v)), effects) if agree_weight > 0 else None
+            needs = intent.request_needs(self.x.query_texts, self.x.first["intent", "learned"], agree, agree_weight)
+            return intent.exposure_weight(needs.need, effects, strength, relief, specific)
+
+        return self._cached(("intent_weight", v.first_stage, v.tool_text), build)
 
     def _lambda_aware_grid(self, v):
         """[L, S, Q, N]: model l (trained at λ_l) scored at λ_l."""
@@ -263,7 +282,7 @@ class SplitEvaluation:
     def scores(self, v):
         """Penalised scores: [L, S, Q, N] for λ-sweep variants (λ from ``grid_lambdas``), else [S, Q, N]."""
         key = ("scores", v.relevance, v.tool_text, v.lambdas, v.train if v.runs() else None, v.risk, v.lam,
-               v.lambda_sweep, v.trained_at_lambda)
+               v.lambda_sweep, v.trained_at_lambda, v.intent)
 
         def build():
             if v.trained_at_lambda:
@@ -417,7 +436,7 @@ def rows_per_query(variants, s: EvalSettings) -> int:
     for v in variants:
         n_l = (len(v.lambdas or s.lambdas) + 1) if v.lambda_sweep else 1
         grids[(v.relevance, v.tool_text, v.lambdas, v.train, v.risk, v.lam, v.lambda_sweep,
-               v.trained_at_lambda)] = n_l * s.n_seeds
+               v.trained_at_lambda, v.intent)] = n_l * s.n_seeds
     runs = {v.train for v in variants if v.train}
     return sum(grids.values()) + 4 * max(grids.values(), default=1) + 2 * s.n_seeds * len(runs) + 8
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
-from riskrank_jax.experiments import beyond, cross, report, tuned
+from riskrank_jax.experiments import beyond, cross, intent, report, tuned
 from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.experiments.evaluate import (CONTEXT_METRICS, RESULT_METRICS, EvalSettings, SplitEvaluation,
                                                SplitInputs, dense_top, full_pool_graphs, map_query_chunks, pick,
@@ -35,6 +35,7 @@ from riskrank_jax.experiments.variants import TRAINING_RUNS, select_variants
 from riskrank_jax.graph import tool_graph
 from riskrank_jax.model.cross_encoder import CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
+from riskrank_jax.model.intent_model import IntentConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train_config import TrainConfig, plain_config
@@ -59,7 +60,10 @@ def train_all(cfg: SweepConfig, log: StageLog, bench, emb, variants, encoder, ck
         if name not in needed:
             continue
         run_cfg = run.make(cfg, bench.tools.size)
-        if isinstance(run_cfg, CrossEncoderConfig):
+        if isinstance(run_cfg, IntentConfig):
+            effects = intent.benchmark_effects(bench, emb.get("tools_named"), encoder_id)
+            runs[name] = log.run(f"train {run.label}", intent.fit_intent, bench, effects, run_cfg)
+        elif isinstance(run_cfg, CrossEncoderConfig):
             runs[name] = log.run(f"train {run.label}", cross.fit_cross_encoders, bench, runs["first_stages"], cfg,
                                  cfg.encoder.path, ckpt_root)
         elif isinstance(run_cfg, TuneConfig):
@@ -137,11 +141,15 @@ def evaluate_split(cfg: SweepConfig, bench, emb, split, runs, graphs, variants, 
     evaluation's intermediates stay within ``cfg.runtime.memory_budget`` bytes (results do not depend on it)."""
     ev_cfg, memory_budget = cfg.eval, cfg.runtime.memory_budget
     settings = EvalSettings(tuple(ev_cfg.lambdas), ev_cfg.main_lambda, float(ev_cfg.alpha), ev_cfg.k,
-                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rule_filter)
+                            ev_cfg.n_candidates, len(cfg.seeds), memory_budget, rule=cfg.rule_filter,
+                            intent=(ev_cfg.intent_strength, ev_cfg.intent_relief, ev_cfg.intent_agreement,
+                                    ev_cfg.intent_specific))
     inputs = with_first_stages(split_inputs(bench, emb, split),
                           ("description", "named") if uses_first_stages(variants) else ("description",))
     if "tuned" in runs:
         inputs = tuned.with_tuned(inputs, runs["tuned"], split, len(cfg.seeds))
+    if "intent" in runs:
+        inputs = intent.with_intent(inputs, runs["intent"])
     if "cross_encoder" in runs:
         inputs = cross.with_cross(inputs, runs["cross_encoder"], len(cfg.seeds), cfg.cross_encoder.top)
     inputs, not_run = with_baseline_rerankers(inputs, variants)

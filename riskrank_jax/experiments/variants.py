@@ -21,6 +21,7 @@ from riskrank_jax.experiments.config import SweepConfig
 from riskrank_jax.graph.tool_graph import EDGE_TYPES
 from riskrank_jax.model.cross_encoder import BASELINE_RERANKERS, CrossEncoderConfig
 from riskrank_jax.model.encoder_tune import TuneConfig
+from riskrank_jax.model.intent_model import IntentConfig
 from riskrank_jax.model.rerank import RerankConfig
 from riskrank_jax.model.risk_head import RiskHeadConfig
 from riskrank_jax.model.train_config import TrainConfig
@@ -36,11 +37,13 @@ class TrainingRun:
     (risk head alone, per seed), a ``RerankConfig`` (the correction reranker over the hybrid first stage, every
     seed x fold), a ``TuneConfig`` (the encoder's top layers fine-tuned, every seed x fold:
     ``experiments.tuned``) or a ``CrossEncoderConfig`` (the cross-encoder second stage, every seed x fold:
-    ``experiments.cross``)."""
+    ``experiments.cross``) or an ``IntentConfig`` (the intent models of the ``*_intent`` rows, one per fold:
+    ``experiments.intent``)."""
 
     name: str
     label: str
-    make: Callable[[SweepConfig, int], TrainConfig | RiskHeadConfig | RerankConfig | TuneConfig | CrossEncoderConfig]
+    make: Callable[[SweepConfig, int],
+                   TrainConfig | RiskHeadConfig | RerankConfig | TuneConfig | CrossEncoderConfig | IntentConfig]
 
 
 TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
@@ -54,6 +57,7 @@ TRAINING_RUNS: dict[str, TrainingRun] = {r.name: r for r in (
     TrainingRun("rerank", "correction reranker (seeds x folds)", lambda cfg, n: cfg.rerank),
     TrainingRun("tuned", "tuned encoder (seeds x folds)", lambda cfg, n: cfg.tune),
     TrainingRun("cross_encoder", "cross-encoder (seeds x folds)", lambda cfg, n: cfg.cross_encoder),
+    TrainingRun("intent", "intent models (folds)", lambda cfg, n: cfg.intent),
 )}
 
 RELEVANCES = ("head", "dense", "bm25", "hybrid", "rerank", "ft_hybrid", "ce_rerank", "reranker")
@@ -91,6 +95,8 @@ class Variant:
       "registry" (no co-occurrence edges: nothing but the registry is known). edge_types: a subset of the
       edge types (None: all, as built).
     candidates: rerank the dense top-``n_candidates`` only; the rest of the pool follows in dense order.
+    intent: the penalty follows what each request asks for (``retrieve.intent``: λ·f_risk times the exposure
+      weight of the tool's effects against the request's needs; the ``intent`` run's model per fold).
     tables: where the row appears: "main" (Tables 2/3/5), "stress" (Table 7), "exposure" (Table 6),
       "edges" (Table 4).
     opt_in: left out of a sweep unless named (or the keyword "ce" is given): the cross-encoder rows, which cost
@@ -117,6 +123,7 @@ class Variant:
     candidates: bool = False
     rule_filter: bool = False
     reranker: str | None = None
+    intent: bool = False
     opt_in: bool = False
     tables: tuple[str, ...] = ("main",)
     paper_row: str | None = None
@@ -142,13 +149,13 @@ class Variant:
     def runs(self) -> set[str]:
         """Training runs this variant needs."""
         out = {self.train} if (self.relevance in TRAINED_RELEVANCES or self.risk in ("head", "ft_risk")) else set()
-        return out | ({"risk_only"} if self.risk == "risk_only" else set())
+        return out | ({"risk_only"} if self.risk == "risk_only" else set()) | ({"intent"} if self.intent else set())
 
     def spec(self) -> tuple:
         """What determines the variant's rankings (two variants with equal specs rank identically)."""
         return (self.relevance, self.tool_text, self.first_stage, self.lambdas, self.train if self.runs() else None,
                 self.risk, self.lam, self.lambda_sweep, self.trained_at_lambda, self.graph, self.edge_types,
-                self.candidates, self.rule_filter, self.reranker)
+                self.candidates, self.rule_filter, self.reranker, self.intent)
 
     def paper_numbers(self, key: str) -> Mapping[str, float]:
         return self.paper.get(key, {})
@@ -158,7 +165,8 @@ class Variant:
         first = "dense" if self.candidates else ("bm25" if self.relevance == "bm25" else "none")
         return RankConfig(lam=(self.lam if self.lam is not None else lam) if self.risk else 0.0,
                           alpha=alpha if self.graph else 0.0, k=k, first_stage=first,
-                          n_candidates=n_candidates if self.candidates else None, rule_filter=self.rule_filter)
+                          n_candidates=n_candidates if self.candidates else None, rule_filter=self.rule_filter,
+                          intent=self.intent)
 
 
 def _core(name, desc, **kw) -> Variant:
@@ -233,7 +241,10 @@ VARIANTS: tuple[Variant, ...] = (
               risk="risk_only", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, **kw)
       for suffix, what, kw in (("", "", {}), ("_graph", " + registry graph", {"graph": "registry"}),
                                ("_graph_rule", " + registry graph + rule filter",
-                                {"graph": "registry", "rule_filter": True, "tables": ("main", "stress")}))),
+                                {"graph": "registry", "rule_filter": True, "tables": ("main", "stress")}),
+                               ("_intent", ", exposure by intent", {"intent": True}),
+                               ("_graph_intent", " + registry graph, exposure by intent",
+                                {"graph": "registry", "intent": True}))),
     *(Variant(f"{prefix}rerank_risk{suffix}", "rerank", f"{_BEYOND}: correction reranker over the hybrid − "
               f"λ·f_risk{what}", relevance="rerank", tool_text="named", first_stage="hybrid", train="rerank",
               risk="risk_only", lam=Z_MAIN_LAMBDA, lambdas=Z_LAMBDAS, lambda_sweep=True, **kw)
@@ -242,6 +253,7 @@ VARIANTS: tuple[Variant, ...] = (
           ("", "_graph", " + ToolGraph", {"graph": "train"}),
           ("", "_graph_rule", " + ToolGraph + rule filter", {"graph": "train", "rule_filter": True,
                                                              "tables": ("main", "stress", "exposure")}),
+          ("", "_graph_intent", " + ToolGraph, exposure by intent", {"graph": "train", "intent": True}),
           ("cand100_", "", ", hybrid top-100 candidates", {"candidates": True}),
           ("cand100_", "_graph_rule", ", hybrid top-100 + ToolGraph + rule filter",
            {"candidates": True, "graph": "train", "rule_filter": True}))),
@@ -252,7 +264,9 @@ VARIANTS: tuple[Variant, ...] = (
       for suffix, what, kw in (("", "", {}), ("_graph", " + ToolGraph", {"graph": "train"}),
                                ("_graph_rule", " + ToolGraph + rule filter",
                                 {"graph": "train", "rule_filter": True, "tables": ("main", "stress", "exposure")}),
-                               ("_rule", " + rule filter", {"rule_filter": True}))),
+                               ("_rule", " + rule filter", {"rule_filter": True}),
+                               ("_graph_intent", " + ToolGraph, exposure by intent",
+                                {"graph": "train", "intent": True}))),
     # ---- beyond the paper, opt-in: a cross-encoder second stage, and the paper's general-purpose rerankers
     *(Variant(f"ce_rerank_risk{suffix}", "ce", f"{_BEYOND}: cross-encoder (trained, gated) over the hybrid top 20 − "
               f"λ·f_risk{what}", relevance="ce_rerank", tool_text="named", first_stage="hybrid", train="cross_encoder",

@@ -85,6 +85,12 @@ class RankConfig:
     description against the request) and sibling_weight × that of the server's best tool
     (``retrieve.servers.server_context``; needs a ranker that knows each tool's server). Both keep the scale of
     the scores they start from, so λ keeps its meaning.
+
+    Intent (``retrieve.intent``): with intent, each tool's penalty λ·f_risk is multiplied by 1 + intent_strength ×
+    how far its effects (a write, a deletion, sending, a secret, code, money) go beyond what the request asks for,
+    − intent_relief for a tool whose effects the request asks for; what the request asks for comes from its
+    words (keywords, the shipped intent model) and, with intent_agreement > 0, from the effects of the first
+    stage's top 3 tools. Needs the tools' effects (a ranker built from a registry's dimensions).
     """
 
     lam: float = 0.1
@@ -103,10 +109,17 @@ class RankConfig:
     server_context: bool = False
     server_weight: float = 0.5
     sibling_weight: float = 0.5
+    intent: bool = False
+    intent_strength: float = 8.0
+    intent_relief: float = 1.0
+    intent_agreement: float = 1.0
+    intent_specific: float = 0.5
 
     def __post_init__(self):
         if min(self.step_weight, self.server_weight, self.sibling_weight) < 0 or self.max_steps < 2:
             raise RankerError("step_weight, server_weight and sibling_weight must be >= 0 and max_steps >= 2")
+        if min(self.intent_strength, self.intent_relief, self.intent_agreement) < 0 or self.intent_relief > 1:
+            raise RankerError("intent_strength and intent_agreement must be >= 0 and intent_relief in [0, 1]")
         if self.first_stage not in FIRST_STAGES:
             raise RankerError(f"first_stage must be one of {', '.join(FIRST_STAGES)}; got {self.first_stage!r}")
         if not 0 <= self.hybrid_weight <= 1:

@@ -9,8 +9,9 @@ The stages, in the order a request meets them (each a function of this module):
 
     first stage      cosine | BM25 | hybrid fusion of the request          ``first_stage_scores``   [Q, N]
     request stages   server context, multi-step (the request's steps)      ``request_stages``       [Q, N]
+    intent           what the request asks for, the exposure weight        ``intent_stage``         [Q, N]
     risk             relevance (the head's f_rel, else the first stage)    ``risk_stage``           [Q, N] x 3
-                     and relevance − λ·risk
+                     and relevance − λ·risk (· the intent weight)
     candidates       the first stage's top n_candidates (when set)          ``candidate_stage``      [Q, C]
     graph            ToolGraph smoothing, full pool or candidates           ``graph_stage``          [Q, N] | [Q, C]
     filter, top k    descending order, the rule filter, the first k         ``top_k`` / ``candidate_top_k``
@@ -40,9 +41,9 @@ import numpy as np
 from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph
-from riskrank_jax.model import heads
+from riskrank_jax.model import heads, intent_model
 from riskrank_jax.rank import stacked
-from riskrank_jax.retrieve import first_stage, hybrid, servers, steps
+from riskrank_jax.retrieve import first_stage, hybrid, intent, servers, steps
 from riskrank_jax.scoring import penalise, rank_order, top_order
 
 MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
@@ -67,8 +68,9 @@ class Prepared:
     on the device; graph / graph_tables: the ToolGraph and its neighbour tables and Â (None without a graph);
     bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
     tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
-    unknown); index: tool name -> its index (names are unique); source: {ranker field: the object each part was
-    built from} (``PART_FIELDS``; a part whose fields now hold other objects is built anew)."""
+    unknown); index: tool name -> its index (names are unique); effects: bool [N, E] what each tool does
+    (``retrieve.intent.tool_effects`` of its dimension rows; None without them); source: {ranker field: the
+    object each part was built from} (``PART_FIELDS``; a part whose fields now hold other objects is built anew)."""
 
     device: dict
     graph: ToolGraph | None
@@ -77,6 +79,7 @@ class Prepared:
     tool_server: np.ndarray | None
     server_emb: np.ndarray | None
     index: dict
+    effects: np.ndarray | None
     source: dict
 
     @property
@@ -86,7 +89,8 @@ class Prepared:
 
 # each part of a Prepared and the ranker fields it is built from
 PART_FIELDS = {"device": ("tool_emb", "risk_scores", "risk_levels", "perm_level", "params"), "graph": ("graph",),
-               "bm25": ("tool_texts",), "index": ("tool_names",), "servers": ("tool_server", "server_emb")}
+               "bm25": ("tool_texts",), "index": ("tool_names",), "servers": ("tool_server", "server_emb"),
+               "effects": ("risk_dimensions",)}
 
 
 def _source(r) -> dict:
@@ -125,7 +129,11 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
     if bm25 is None and needs_bm25(r.config):
         bm25 = first_stage.Bm25Index(list(r.tool_texts))
     index = previous.index if _reusable(previous, source, "index") else {n: i for i, n in enumerate(r.tool_names)}
-    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, source)
+    if _reusable(previous, source, "effects"):
+        effects = previous.effects
+    else:
+        effects = intent.tool_effects(r.risk_dimensions) if r.risk_dimensions else None
+    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, effects, source)
 
 
 def query_bucket(n: int) -> int:
@@ -237,18 +245,53 @@ def stage_inputs(p: Prepared, config, q_emb, q_texts, encoder):
     return jnp.asarray(np.pad(q, ((0, pad), (0, 0)))), jnp.asarray(np.pad(first, ((0, pad), (0, 0)))), n_q
 
 
+# ---------------------------------------------------------------------------------------------- intent
+
+
+def request_needs(p: Prepared, config, q_texts, first) -> intent.RequestNeeds:
+    """What each of the requests ``q_texts`` asks for (``retrieve.intent.request_needs``): keywords, the shipped
+    intent model, and with ``config.intent_agreement`` > 0 the effects of the first stage's top tools (first
+    [Q', N], Q' ≥ Q: the rows of the requests first)."""
+    if p.effects is None:
+        raise RankerError("intent needs each tool's effects: build the ranker from a registry "
+                          "(Ranker.from_registry), whose tools' risk dimensions say what they do")
+    texts = list(q_texts)
+    model = intent_model.default_model()
+    learned = None if model is None else model.probs(texts)
+    agree = None
+    if config.intent_agreement > 0:
+        agree = intent.agreement(np.asarray(first)[:len(texts)], p.effects)
+    return intent.request_needs(texts, learned, agree, config.intent_agreement)
+
+
+def intent_stage(p: Prepared, config, q_texts, first):
+    """float32 [B, N]: the exposure weight (``retrieve.intent.exposure_weight``) of the requests ``q_texts`` (Q
+    of them) against the tools' effects, padded with weight-1 rows to first's B rows; None without intent."""
+    if not config.intent:
+        return None
+    if q_texts is None:
+        raise RankerError("intent needs the request texts, one per query embedding")
+    needs = request_needs(p, config, q_texts, first)
+    w = np.asarray(intent.exposure_weight(needs.need, p.effects, config.intent_strength, config.intent_relief,
+                                          config.intent_specific))
+    return jnp.asarray(np.pad(w, ((0, first.shape[0] - w.shape[0]), (0, 0)), constant_values=1.0))
+
+
 # ---------------------------------------------------------------------------------------------- risk, graph
 
 
-def _risk(device, q_emb, first, config):
-    """(relevance, risk_penalty, penalised), each [Q, N]."""
+def _risk(device, q_emb, first, config, weight=None):
+    """(relevance, risk_penalty, penalised), each [Q, N]; weight [Q, N]: the intent stage's (None: 1)."""
     t_emb, risk = device["tool_emb"], device["risk_scores"]
+    if weight is not None:
+        risk = risk * weight
     rel = heads.relevance_full(device["params"], q_emb, t_emb) if "params" in device else first
     return rel, jnp.broadcast_to(config.lam * risk, rel.shape), penalise(rel, risk, config.lam)
 
 
 risk_stage = jax.jit(_risk, static_argnames=("config",))
-risk_stage.__doc__ = "(relevance, risk_penalty, penalised), each [Q, N], of q [Q, d] and first-stage scores [Q, N]."
+risk_stage.__doc__ = ("(relevance, risk_penalty, penalised), each [Q, N], of q [Q, d] and first-stage scores [Q, N]; "
+                      "weight [Q, N]: the intent stage's exposure weight (None: none).")
 
 
 def graph_stage(p: Prepared, config, pen):
@@ -260,15 +303,16 @@ def graph_stage(p: Prepared, config, pen):
 
 
 @functools.partial(jax.jit, static_argnames=("config",))
-def _candidates(device, q_emb, first, config):
-    rel, risk_penalty, pen = _risk(device, q_emb, first, config)
+def _candidates(device, q_emb, first, config, weight=None):
+    rel, risk_penalty, pen = _risk(device, q_emb, first, config, weight)
     return rel, risk_penalty, pen, first_stage.top_candidates(first, c=config.n_candidates)
 
 
-def candidate_stage(p: Prepared, config, q, first):
+def candidate_stage(p: Prepared, config, q, first, weight=None):
     """(relevance, risk_penalty, penalised [B, N], candidate scores after the graph [B, C], candidates [B, C]):
-    the risk stage, the first stage's top n_candidates, then the graph over the candidates."""
-    rel, risk_penalty, pen, cand = _candidates(p.device, q, first, config)
+    the risk stage (weight: the intent stage's), the first stage's top n_candidates, then the graph over the
+    candidates."""
+    rel, risk_penalty, pen, cand = _candidates(p.device, q, first, config, weight)
     cs = stacked.gather_candidates(pen, cand)
     if config.alpha > 0 and p.graph is not None:
         cs = smoothing.smooth_candidates(cs, np.asarray(cand), p.graph, config.alpha)
@@ -325,12 +369,13 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25, hybrid and multi-step), each [Q, N]; with
     n_candidates the tools beyond the candidates score −inf in total and 0 in graph."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
+    weight = intent_stage(p, config, q_texts, first)
     if config.n_candidates is None:
-        rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, weight)
         total = graph_stage(p, config, pen)
         parts = ScoreParts(rel, risk_penalty, total - pen, total)
     else:
-        rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first)
+        rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first, weight)
         total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
         graph = _scattered(jnp.zeros_like(pen), cand, cs - stacked.gather_candidates(pen, cand))
         parts = ScoreParts(rel, risk_penalty, graph, total)
@@ -340,23 +385,24 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
 def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
+    weight = intent_stage(p, config, q_texts, first)
     if config.n_candidates is None:
-        _, _, pen = risk_stage(p.device, q, first, config)
+        _, _, pen = risk_stage(p.device, q, first, config, weight)
         ids = top_k(p.device, graph_stage(p, config, pen), config, k)
     else:
-        _, _, _, cs, cand = candidate_stage(p, config, q, first)
+        _, _, _, cs, cand = candidate_stage(p, config, q, first, weight)
         ids = candidate_top_k(p.device, cs, cand, first, config, k)
     return np.asarray(ids[:n_q])
 
 
-def _top_with_scores(p: Prepared, config, q, first, k: int):
-    """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N]: the risk,
-    candidate, graph, filter and top-k stages of ``config``."""
+def _top_with_scores(p: Prepared, config, q, first, k: int, weight=None):
+    """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N] and the
+    intent weight [B, N] (or None): the risk, candidate, graph, filter and top-k stages of ``config``."""
     if config.n_candidates is None:
-        rel, risk_penalty, pen = risk_stage(p.device, q, first, config)
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, weight)
         ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
         return ids, parts.total, parts.relevance
-    rel, _, pen, cs, cand = candidate_stage(p, config, q, first)
+    rel, _, pen, cs, cand = candidate_stage(p, config, q, first, weight)
     ids = candidate_top_k(p.device, cs, cand, first, config, k)
     total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
     return ids, jnp.take_along_axis(total, ids, -1), jnp.take_along_axis(rel, ids, -1)
@@ -367,12 +413,13 @@ def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, als
     then, for each λ of ``also_at_lambdas``, the ids [Q, k] under ``config`` at that λ. One walk: the first stage
     and the request stages (which λ does not change) run once for all of them."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
-    out = _top_with_scores(p, config, q, first, k)
-    more = [_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k)[0]
+    weight = intent_stage(p, config, q_texts, first)
+    out = _top_with_scores(p, config, q, first, k, weight)
+    more = [_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, weight)[0]
             for lam in also_at_lambdas]
     return tuple(np.asarray(x)[:n_q] for x in (*out, *more))
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "stage_inputs", "risk_stage", "graph_stage", "candidate_stage", "top_k",
+           "server_context_stage", "stage_inputs", "intent_stage", "request_needs", "risk_stage", "graph_stage", "candidate_stage", "top_k",
            "top_k_with_parts", "candidate_top_k", "score_parts", "ranked", "ranked_with_scores", "needs_bm25"]
