@@ -90,7 +90,9 @@ class RankConfig:
     how far its effects (a write, a deletion, sending, a secret, code, money) go beyond what the request asks for,
     − intent_relief for a tool whose effects the request asks for; what the request asks for comes from its
     words (keywords, the shipped intent model) and, with intent_agreement > 0, from the effects of the first
-    stage's top 3 tools. Needs the tools' effects (a ranker built from a registry's dimensions).
+    stage's top 3 tools once its words ask for a change; intent_specific weighs a mismatch between a changing
+    request's effects and the tool's. intent_hold_back > 0 holds back (ranks last) every tool with a must-confirm
+    effect whose unasked share reaches it. Needs the tools' effects (a ranker built from a registry's dimensions).
     """
 
     lam: float = 0.1
@@ -114,12 +116,15 @@ class RankConfig:
     intent_relief: float = 1.0
     intent_agreement: float = 1.0
     intent_specific: float = 0.5
+    intent_hold_back: float = 0.0
 
     def __post_init__(self):
         if min(self.step_weight, self.server_weight, self.sibling_weight) < 0 or self.max_steps < 2:
             raise RankerError("step_weight, server_weight and sibling_weight must be >= 0 and max_steps >= 2")
-        if min(self.intent_strength, self.intent_relief, self.intent_agreement) < 0 or self.intent_relief > 1:
-            raise RankerError("intent_strength and intent_agreement must be >= 0 and intent_relief in [0, 1]")
+        if min(self.intent_strength, self.intent_agreement, self.intent_specific) < 0 or not (
+                0 <= self.intent_relief <= 1 and 0 <= self.intent_hold_back <= 1):
+            raise RankerError("intent_strength, intent_agreement and intent_specific must be >= 0, intent_relief "
+                              "and intent_hold_back in [0, 1]")
         if self.first_stage not in FIRST_STAGES:
             raise RankerError(f"first_stage must be one of {', '.join(FIRST_STAGES)}; got {self.first_stage!r}")
         if not 0 <= self.hybrid_weight <= 1:
@@ -137,7 +142,7 @@ class RankConfig:
 # LiveMCPBench's real servers by about 0.03 and leaves a registry of one source unchanged; the multi-step stage
 # is off (docs/livemcpbench.md: no NDCG@5 gain there, slightly lower on UltraTool).
 DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False,
-                                     server_context=True)
+                                     server_context=True, intent=True)
 
 
 def check_queries(queries) -> None:

@@ -273,7 +273,7 @@ def intent_stage(p: Prepared, config, q_texts, first):
         raise RankerError("intent needs the request texts, one per query embedding")
     needs = request_needs(p, config, q_texts, first)
     w = np.asarray(intent.exposure_weight(needs.need, p.effects, config.intent_strength, config.intent_relief,
-                                          config.intent_specific))
+                                          config.intent_specific, config.intent_hold_back))
     return jnp.asarray(np.pad(w, ((0, first.shape[0] - w.shape[0]), (0, 0)), constant_values=1.0))
 
 

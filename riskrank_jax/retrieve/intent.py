@@ -16,7 +16,9 @@ A request's need of effect e is the highest of three sources, each recorded:
 * **learned**: P(e | request) of the intent model (``model.intent_model``), a logistic regression over the
   request's words, trained on benchmark requests labelled by their gold tools' effects;
 * **agreement**: the share of the first stage's top ``AGREEMENT_TOP`` tools that have effect e, times the
-  config's agreement weight (0 turns it off) — the tools the request matches best agree on what it asks.
+  config's agreement weight (0 turns it off) and times how surely the request's words ask for any change (the
+  highest of the other two sources) — once its words say it changes something, the tools it matches best say
+  which change; they never make a read request a write.
 
 Exposure by intent: a tool's penalty λ·f_risk is multiplied by
 
@@ -52,6 +54,7 @@ ASK_WORDS = {"local_write": "change data", "destructive": "delete", "public_sink
 KEYWORD_CONFIDENCE = 0.9
 AGREEMENT_TOP = 3
 ASKED = 0.5  # a need at or above this counts as asked in explanations
+HOLD_WEIGHT = 1e4  # the weight of a held-back tool: λ·f_risk·1e4 is below any relevance
 
 _W = r"(?:a|an|the|this|that|my|our|your|their|some|all|these|those|it|them)"
 # Request phrasings per effect (lower-cased words separated by single spaces, ``normalise_request``).
@@ -192,14 +195,15 @@ class RequestNeeds:
 def request_needs(texts, learned=None, agree=None, agreement_weight: float = 0.0) -> RequestNeeds:
     """The needed effects of requests ``texts``: per effect the highest of the keywords (KEYWORD_CONFIDENCE),
     the learned probabilities ``learned`` float [Q, E] (None: none) and ``agreement_weight`` × ``agree`` float
-    [Q, E] (``agreement``; None: none), with the source of the highest."""
+    [Q, E] (``agreement``; None: none) × the words' highest need, with the source of the highest."""
     hits, words = keyword_needs(texts)
     q = len(texts)
     cands = [("keywords", hits * np.float32(KEYWORD_CONFIDENCE))]
     if learned is not None:
         cands.append(("learned", np.asarray(learned, np.float32).reshape(q, len(EFFECTS))))
     if agree is not None and agreement_weight > 0:
-        cands.append(("agreement", np.float32(agreement_weight) * np.asarray(agree, np.float32)))
+        words_any = np.max([c for _, c in cands], axis=(0, 2))[:, None]  # [Q, 1]
+        cands.append(("agreement", np.float32(agreement_weight) * np.asarray(agree, np.float32) * words_any))
     stack = np.stack([c for _, c in cands])  # [S, Q, E]
     best = stack.argmax(0)
     need = stack.max(0).astype(np.float32)
@@ -215,7 +219,7 @@ def request_needs(texts, learned=None, agree=None, agreement_weight: float = 0.0
             elif kind == "learned":
                 row.append(f"learned: {need[i, j]:.2f}")
             else:
-                n = int(round(float(agree[i, j]) * AGREEMENT_TOP))
+                n = int(round(float(np.asarray(agree)[i, j]) * AGREEMENT_TOP))
                 row.append(f"agreement: {n} of the top {AGREEMENT_TOP}")
         sources.append(tuple(row))
     return RequestNeeds(need, tuple(sources))
@@ -245,12 +249,17 @@ def unasked(need, effects, specific):
 
 
 @jax.jit
-def exposure_weight(need, effects, strength, relief, specific):
+def exposure_weight(need, effects, strength, relief, specific, hold_back=0.0):
     """float32 [Q, N]: w = 1 + strength · unasked − relief · asked (module docstring), what λ·f_risk [N] is
-    multiplied by. need [Q, E]; effects [N, E] (0/1); strength, relief, specific ≥ 0 (scalars)."""
+    multiplied by. need [Q, E]; effects [N, E] (0/1); strength, relief, specific ≥ 0 (scalars). hold_back > 0:
+    a tool with a must-confirm effect (any but a local write) and unasked ≥ hold_back gets ``HOLD_WEIGHT``
+    instead, which puts it below every tool of the registry (held back, whatever λ)."""
     u = unasked(need, effects, specific)
-    has = jnp.any(jnp.asarray(effects) > 0, axis=-1)[None, :]
-    return 1.0 + strength * u - relief * jnp.where(has, 1.0 - u, 0.0)
+    eff = jnp.asarray(effects) > 0
+    has = jnp.any(eff, axis=-1)[None, :]
+    w = 1.0 + strength * u - relief * jnp.where(has, 1.0 - u, 0.0)
+    must = jnp.any(eff & (jnp.arange(len(EFFECTS)) != EFFECTS.index("local_write")), axis=-1)[None, :]
+    return jnp.where((hold_back > 0) & must & (u >= hold_back), HOLD_WEIGHT, w)
 
 
 def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
