@@ -43,6 +43,7 @@ from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph
 from riskrank_jax.model import heads, intent_model
 from riskrank_jax.rank import stacked
+from riskrank_jax.registry import dimensions
 from riskrank_jax.retrieve import first_stage, hybrid, intent, servers, steps
 from riskrank_jax.scoring import penalise, rank_order, top_order
 
@@ -69,7 +70,7 @@ class Prepared:
     bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
     tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
     unknown); index: tool name -> its index (names are unique); effects: bool [N, E] what each tool does
-    (``retrieve.intent.tool_effects`` of its dimension rows; None without them); source: {ranker field: the
+    (``retrieve.intent.tool_effects`` of its dimension rows, else ``text_effects`` of its texts); source: {ranker field: the
     object each part was built from} (``PART_FIELDS``; a part whose fields now hold other objects is built anew)."""
 
     device: dict
@@ -90,7 +91,7 @@ class Prepared:
 # each part of a Prepared and the ranker fields it is built from
 PART_FIELDS = {"device": ("tool_emb", "risk_scores", "risk_levels", "perm_level", "params"), "graph": ("graph",),
                "bm25": ("tool_texts",), "index": ("tool_names",), "servers": ("tool_server", "server_emb"),
-               "effects": ("risk_dimensions",)}
+               "effects": ("risk_dimensions", "tool_texts")}
 
 
 def _source(r) -> dict:
@@ -100,6 +101,20 @@ def _source(r) -> dict:
 def _reusable(previous: Prepared | None, source: dict, part: str) -> bool:
     """Whether ``previous`` built ``part`` from the very objects ``source`` holds now."""
     return previous is not None and all(previous.source[n] is source[n] for n in PART_FIELDS[part])
+
+
+def text_effects(texts) -> tuple[dict, ...]:
+    """One dimension row per tool from its text alone (a ranker without dimension rows: a fitted ranker, a
+    benchmark's): the dimension keywords on the name and first sentence (``registry.dimensions.keyword_hits``),
+    and a local write when the name's first word is a writing verb."""
+    hits = dimensions.keyword_hits([dimensions.floor_text(t) for t in texts])
+    writes = dimensions.keyword_features(list(texts))[:, 2 * len(dimensions.DIMENSION_KEYWORDS) + 1]
+    rows = []
+    for h, w in zip(hits, writes):
+        mutation = "destructive" if "destructive" in h else ("local_write" if w else "read")
+        rows.append({"mutation": {"value": mutation, "source": "keywords"},
+                     **{f: {"value": f in h, "source": "keywords"} for f in dimensions.FLAGS}})
+    return tuple(rows)
 
 
 def needs_bm25(config) -> bool:
@@ -132,7 +147,7 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
     if _reusable(previous, source, "effects"):
         effects = previous.effects
     else:
-        effects = intent.tool_effects(r.risk_dimensions) if r.risk_dimensions else None
+        effects = intent.tool_effects(r.risk_dimensions if r.risk_dimensions else text_effects(r.tool_texts))
     return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, effects, source)
 
 
@@ -252,9 +267,6 @@ def request_needs(p: Prepared, config, q_texts, first) -> intent.RequestNeeds:
     """What each of the requests ``q_texts`` asks for (``retrieve.intent.request_needs``): keywords, the shipped
     intent model, and with ``config.intent_agreement`` > 0 the effects of the first stage's top tools (first
     [Q', N], Q' ≥ Q: the rows of the requests first)."""
-    if p.effects is None:
-        raise RankerError("intent needs each tool's effects: build the ranker from a registry "
-                          "(Ranker.from_registry), whose tools' risk dimensions say what they do")
     texts = list(q_texts)
     model = intent_model.default_model()
     learned = None if model is None else model.probs(texts)
