@@ -64,6 +64,29 @@ def test_rank_json_with_explain(invoke):
     assert any(h["name"] == "git_push" and h["risk_level"] >= 3 for h in ex["held_back"]), ex["held_back"]
 
 
+def test_rank_explain_says_what_the_request_asks_and_why_each_tool_is_held_back(invoke):
+    """With intent (the default), --explain says what the request was read as asking, per effect with its source,
+    and for each held-back tool which of its effects the request did not ask for; --intent-hold-back ranks such a
+    tool last (held_by), --no-intent leaves the request out."""
+    from riskrank_jax.retrieve.intent import EFFECTS
+
+    q = ("--query", "show me the recent commits", "--explain")
+    out = json.loads(invoke("rank", MCP, *q, "--json", "--intent-hold-back", "0.75").stdout)
+    assert out["config"]["intent"] is True and out["config"]["intent_hold_back"] == 0.75
+    ex = out["results"][0]["explain"]
+    assert ex["request"]["asks"] == "the request only reads" and set(ex["request"]["effects"]) == set(EFFECTS)
+    assert all(set(v) == {"need", "source"} for v in ex["request"]["effects"].values())
+    push = {h["name"]: h for h in ex["held_back"]}["git_push"]
+    assert push["held_by"] == "intent hold-back" and push["rank_now"] > 5
+    assert push["intent"].startswith("held back: ") and "sends to others" in push["intent"]
+    assert push["intent"].endswith("; the request only reads") and push["reason"].startswith(push["intent"])
+    text = invoke("rank", MCP, *q).stdout
+    assert "  intent: the request only reads" in text and "      held back: " in text
+    off = json.loads(invoke("rank", MCP, *q, "--json", "--no-intent").stdout)
+    assert off["config"]["intent"] is False and off["results"][0]["explain"]["request"] is None
+    assert all(h["intent"] is None and h["held_by"] == "risk penalty" for h in off["results"][0]["explain"]["held_back"])
+
+
 def test_rank_text_from_a_queries_file_with_lambda_and_min_score(invoke, tmp_path):
     qfile = tmp_path / "q.txt"
     qfile.write_text("read the config file\n\nsend 20 euros to Alice\n")

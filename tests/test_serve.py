@@ -207,6 +207,22 @@ def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
     assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "destructive" in row["risk_source"]
 
 
+def test_search_says_what_the_request_asks_and_holds_back_what_it_did_not_ask_for(stdio_gateway):
+    """The gateway's defaults (intent on, hold-back GATEWAY_HOLD_BACK): a read request's money tool is held back,
+    ranked last, and search_tools says why in the gateway's words and what the request was read as asking."""
+    r = stdio_gateway.call("search_tools", {"query": "what's the balance on my account", "k": 2})
+    res = r.structured_content
+    assert res["request"]["asks"] == "the request only reads"
+    assert all(set(v) == {"need", "source"} for v in res["request"]["effects"].values())
+    held = {h["name"]: h for h in res["held_back"]}["payments.transfer_money"]
+    assert held["held_by"] == "intent hold-back" and held["server"] == "payments" and held["risk_level"] >= 4
+    assert held["reason"].startswith("held back: ") and "moves money" in held["reason"]
+    assert "; the request only reads; risk level" in held["reason"]
+    text = r.content[0].text.splitlines()
+    assert text[1] == "read as: the request only reads"
+    assert any(x.startswith("held back: payments.transfer_money — ") and x.count("held back") == 1 for x in text)
+
+
 def test_delete_is_refused_at_the_default_policy_and_never_reaches_the_server(stdio_gateway):
     stdio_gateway.answer = "decline"
     r = stdio_gateway.call("call_tool", {"name": "files.delete_file", "arguments": {"path": "report.md"}})

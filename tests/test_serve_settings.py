@@ -99,3 +99,38 @@ def test_with_leaves_and_the_view_of_a_tree_built_in_python():
     assert (s.policy.allow_level, s.runtime.expose, s.registries) == (5, "filtered", ("a.json",))
     view = settings_view(s)
     assert view["http"]["token"] == "none" and json.loads(json.dumps(view))["runtime"]["expose"] == "filtered"
+
+
+def test_intent_leaves_from_the_file_and_the_flags(tmp_path):
+    """rank.intent and rank.intent_hold_back: the gateway's defaults (intent on, hold-back GATEWAY_HOLD_BACK), set
+    by the file, overridden by --intent/--no-intent and --intent-hold-back (0 and --no-intent count as given),
+    checked as numbers in 0..1; the view shows the served config with them applied."""
+    from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG
+    from riskrank_jax.serve.config import GATEWAY_HOLD_BACK
+
+    s = RankSettings()
+    assert (s.intent, s.intent_hold_back) == (DEFAULT_REGISTRY_CONFIG.intent, GATEWAY_HOLD_BACK)
+    assert 0 < GATEWAY_HOLD_BACK < 1 and s.ranker_config().intent_hold_back == GATEWAY_HOLD_BACK
+    assert s.ranker_config().lam == DEFAULT_REGISTRY_CONFIG.lam
+    path = _write(tmp_path, {"mcpServers": {"a": {"command": "python"}},
+                             "rank": {"intent_hold_back": 0.5, "trust_annotations": True}})
+    assert read_config(path).rank.intent_hold_back == 0.5
+
+    def shown(*flags):
+        r = CliRunner().invoke(cli, ["serve", "--config", path, *flags, "--show-config"])
+        assert r.exit_code == 0, r.output
+        rank = json.loads(r.output)["rank"]
+        return rank["intent"], rank["intent_hold_back"], rank["config"]["intent"], rank["config"]["intent_hold_back"]
+
+    assert shown() == (True, 0.5, True, 0.5)
+    assert shown("--no-intent", "--intent-hold-back", "0") == (False, 0.0, False, 0.0)
+    assert shown("--intent-hold-back", "0.9") == (True, 0.9, True, 0.9)
+    r = CliRunner().invoke(cli, ["serve", "--config", path, "--show-config"])
+    assert json.loads(r.output)["rank"]["trust_annotations"] is True  # a flag not given leaves the file's value
+    for bad in (2, "0.5", True):
+        r = CliRunner().invoke(cli, ["serve", "--config", _write(tmp_path, {"mcpServers": {"a": {"command": "x"}},
+                                                                           "rank": {"intent_hold_back": bad}}),
+                                     "--show-config"])
+        assert r.exit_code != 0 and "rank.intent_hold_back must be a number in 0..1" in r.output
+    r = CliRunner().invoke(cli, ["serve", "--config", path, "--intent-hold-back", "1.5", "--show-config"])
+    assert r.exit_code == 2

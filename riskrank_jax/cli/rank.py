@@ -89,7 +89,9 @@ def _hits_text(query: str, hits) -> str:
               help="A ranker saved by `riskrank-jax fit` for these FILEs (its risk levels are used as saved; when it "
                    "holds a tuned encoder, DIR/encoder, requests are embedded with that).")
 @click.option("--explain", is_flag=True,
-              help="Show how each stage moved each returned tool, and the risky tools held back.")
+              help="Show how each stage moved each returned tool, and the tools held back and why: with intent, "
+                   "what the request was read as asking and which effects of each held-back tool it did not ask "
+                   "for (\"held back: sends to others; the request only reads\").")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--multi-step/--no-multi-step", default=None,
               help="Split each request into its steps (clauses, enumerations, file paths) and rank for the steps "
@@ -97,12 +99,19 @@ def _hits_text(query: str, hits) -> str:
 @click.option("--server-context/--no-server-context", default=None,
               help="Use each tool's server (its source) as evidence: a tool of a server that matches the request, "
                    "or whose other tools do, ranks higher. Default: on (one source: no effect).")
+@click.option("--intent/--no-intent", default=None,
+              help="Weigh each tool's risk penalty by what the request asks for (a tool that sends, deletes, runs "
+                   "code or moves money ranks lower for a request that did not ask for it); --explain then says "
+                   "what the request was read as asking. Default: on for the zero-shot ranker.")
+@click.option("--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
+              help="Hold back (rank last) a tool with a must-confirm effect whose share not asked for by the "
+                   "request reaches SHARE (0: off, the default here; the gateway's default is 0.75).")
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
 @encoder_option
 def rank_command(files, query_texts, queries_file, k, lam, min_score, model, explain, as_json, multi_step,
-                 server_context, trust_annotations, risk_head, cache_dir, encoder):
+                 server_context, intent, intent_hold_back, trust_annotations, risk_head, cache_dir, encoder):
     """Rank the tools of FILE... (MCP tools/list, OpenAI, Anthropic, plain JSON/JSONL, BEIR) for requests:
     the top k with relevance, risk level and final score.
 
@@ -116,8 +125,8 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
 
     queries = _gather_queries(query_texts, queries_file)
     ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
-    given = {n: v for n, v in {"lam": lam, "multi_step": multi_step, "server_context": server_context}.items()
-             if v is not None}
+    given = {n: v for n, v in {"lam": lam, "multi_step": multi_step, "server_context": server_context,
+                                "intent": intent, "intent_hold_back": intent_hold_back}.items() if v is not None}
     ranker = ranker.with_config(dataclasses.replace(ranker.config, **given)) if given else ranker
     k = min(ranker.config.k if k is None else k, ranker.size)
     hits = ranker.rank_queries(queries, k=k, min_score=min_score)
@@ -126,7 +135,8 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
         c = ranker.config
         out = {"config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "k": k,
                           "head": ranker.params is not None, "rule_filter": c.rule_filter,
-                          "multi_step": c.multi_step, "server_context": c.server_context},
+                          "multi_step": c.multi_step, "server_context": c.server_context, "intent": c.intent,
+                          "intent_hold_back": c.intent_hold_back},
                "results": [{"query": q, "hits": [h.as_dict() for h in hs], **({"explain": r} if r else {})}
                            for q, hs, r in zip(queries, hits, reports)]}
         click.echo(json.dumps(out))

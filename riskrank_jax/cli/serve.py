@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import click
+from click.core import ParameterSource
 
 from riskrank_jax.cli.options import cache_dir_option, encoder_option, risk_head_option, trust_annotations_option
 from riskrank_jax.cli.pins import state_dir_option
@@ -29,7 +30,8 @@ FLAG_LEAVES = {  # each flag of `serve` and the leaf of serve.config.GatewaySett
     "--tool-references": "runtime.tool_references", "--audit-log": "runtime.audit_log",
     "--state-dir": "runtime.state_dir", "--cache-dir": "runtime.cache_dir", "--allow-level": "policy.allow_level",
     "--model": "rank.model", "--risk-head": "rank.risk_head", "--encoder": "rank.encoder",
-    "--trust-annotations": "rank.trust_annotations"}
+    "--trust-annotations": "rank.trust_annotations", "--intent": "rank.intent",
+    "--intent-hold-back": "rank.intent_hold_back"}
 
 
 def read_token(path) -> str:
@@ -104,6 +106,14 @@ def _http_options(command):
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A ranker saved by `riskrank-jax fit`, used while the tools match the ones it was fitted to.")
+@click.option("--intent/--no-intent", default=None,
+              help="Weigh each tool's risk penalty by what the request asks for: a tool that sends, deletes, runs "
+                   "code or moves money ranks lower for a request that did not ask for it, and search_tools says "
+                   "what the request was read as asking. Default: on.")
+@click.option("--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
+              help="Hold back (rank last) a tool with a must-confirm effect (sending, deleting, secrets, code, "
+                   "money) whose share not asked for by the request reaches SHARE; 0 turns it off. Default 0.75: "
+                   "only for requests that ask for no change (docs/serve.md).")
 @state_dir_option
 @trust_annotations_option
 @risk_head_option
@@ -150,9 +160,10 @@ def _settings(config_path, files, flags):
     if config_path is None and not files:
         raise click.UsageError("give --config FILE (downstream MCP servers) or registry FILE..., or both")
     from_file = read_config(config_path) if config_path else GatewaySettings()
-    spelling = {p.name: p.opts[0] for p in click.get_current_context().command.params if p.opts[0] in FLAG_LEAVES}
-    given = {FLAG_LEAVES[spelling[name]]: value for name, value in flags.items()
-             if name in spelling and value not in (None, False, ())}
+    ctx = click.get_current_context()
+    spelling = {p.name: p.opts[0] for p in ctx.command.params if p.opts[0] in FLAG_LEAVES}
+    given = {FLAG_LEAVES[spelling[name]]: value for name, value in flags.items()  # --no-intent and 0 count
+             if name in spelling and ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
     settings = with_leaves(from_file, {**given, "registries": from_file.registries
                                        + tuple(str(Path(f).resolve()) for f in files)})
     flag_of = {leaf: flag for flag, leaf in FLAG_LEAVES.items()}

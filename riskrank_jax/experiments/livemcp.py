@@ -9,11 +9,16 @@ Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchm
 * ``two_stage`` — LiveMCPBench's own agent: the top ``mcp.top_servers`` servers by cosine with their name and
   description, then each one's top ``mcp.top_tools`` tools by cosine (same encoder), listed server by server;
 * ``mcp_zero`` — MCP-Zero's hierarchical server → tool matcher, (s_server · s_tool) · max(s_server, s_tool);
-* ``ranker`` — ``Ranker.from_registry`` with ``DEFAULT_REGISTRY_CONFIG`` less its request stages (what
-  ``riskrank-jax rank`` did before them), and ``ranker_lam0`` the same at λ = 0;
+* ``ranker`` — ``Ranker.from_registry`` with ``DEFAULT_REGISTRY_CONFIG`` less its request stages (server
+  context, multi-step, intent: what ``riskrank-jax rank`` did before them), and ``ranker_lam0`` the same at λ = 0;
 * ``ranker_server`` / ``ranker_steps`` / ``ranker_server_steps`` — with the server-context stage, the multi-step
   stage, or both (``RankConfig.server_context`` / ``multi_step``), each also at λ = 0 (``…_lam0``); the row whose
   config is ``DEFAULT_REGISTRY_CONFIG`` is what ``riskrank-jax rank`` does now (results.json "rank_default");
+* ``ranker_intent`` / ``ranker_server_intent`` / ``ranker_server_steps_intent`` — ``ranker``, ``ranker_server``,
+  ``ranker_server_steps`` with the intent stage on (``RankConfig.intent``, ``retrieve.intent``: each tool's
+  penalty λ·f_risk weighed by whether the request asks for its effects), at the setting ``INTENT`` that the
+  folds-over-servers rule chooses (``livemcp_defaults.choose_intent``); every other row runs without intent, and
+  its λ = 0 row is also the intent row's (at λ = 0 the intent weight changes nothing);
 * ``ranker_server_steps_namesakes`` — ``ranker_server_steps`` with every copy of a tool name ranked at its best
   copy's score (the benchmark makes both copies gold);
 * ``ranker_server_text`` / ``ranker_server_text_steps`` — server context (and multi-step) over tool texts that end
@@ -21,7 +26,8 @@ Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchm
 * ``ranker_server_steps_cv`` — both stages with their weights chosen per fold over the tasks on the other folds
   (``cv_row``): the one row that learns from the tasks, the check on the hand-set weights.
 
-Also: the rank default's row over the λ × α grid of ``mcp`` (``sensitivity``).
+Also: the rank default's row (less intent, ``lambda_row``) over the λ × α grid of ``mcp`` (``sensitivity``), and
+the λ, α and intent setting chosen by folds over servers (``experiments.livemcp_defaults``).
 
 Metrics per row: NDCG@5, Recall@5, Recall@10, complete@10 (every needed tool in the top 10), with the standard
 error of the mean over tasks; RVR@5 = the share of the top 5 that must be confirmed, from the labelled corpus
@@ -55,6 +61,7 @@ from riskrank_jax.experiments.family import Family
 from riskrank_jax.experiments.livemcp_tables import table_text, tables_md
 from riskrank_jax.experiments.livemcp_transfer import CE_TOP
 from riskrank_jax.experiments.stages import StageLog
+from riskrank_jax.model import intent_model
 from riskrank_jax.model.cross_encoder_train import candidates, rerank_relevance
 from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
@@ -68,6 +75,11 @@ RESULTS_VERSION = 1
 RISK_MODEL_FILE = Path(__file__).resolve().parent.parent / "model" / "mcp_risk_model.npz"
 LIST_K = 10
 NOT_LABELLED = "not labelled"
+# the intent stage of the *_intent rows: the setting the folds-over-servers rule picks on the pooled scoring folds
+# (``livemcp_defaults.choose_intent``; results.json → defaults → intent → rule_on_all_scoring_folds, which
+# test_livemcpbench checks equals this) — strength 4 for a tool whose effects the request does not ask for, relief 1
+INTENT = {"intent": True, "intent_strength": 4.0, "intent_specific": 1.0, "intent_agreement": 0.0,
+          "intent_relief": 1.0, "intent_hold_back": 0.0}
 # row -> (what it is, the RankConfig fields it changes from DEFAULT_REGISTRY_CONFIG less its request stages
 # (``row_config``); None: not such a Ranker row)
 ROWS = {
@@ -78,13 +90,17 @@ ROWS = {
     "mcp_zero": ("MCP-Zero: (s_server · s_tool) · max(s_server, s_tool)", None),
     "ranker": ("the zero-shot Ranker without request stages (hybrid − λ·risk, graph; the issue's default)", {}),
     "ranker_lam0": ("the same at λ = 0", {"lam": 0.0}),
+    "ranker_intent": ("+ intent (the setting chosen by folds over servers)", INTENT),
     "ranker_server": ("+ server context", {"server_context": True}),
     "ranker_server_lam0": ("+ server context, λ = 0", {"server_context": True, "lam": 0.0}),
+    "ranker_server_intent": ("+ server context + intent", {"server_context": True, **INTENT}),
     "ranker_steps": ("+ multi-step", {"multi_step": True}),
     "ranker_steps_lam0": ("+ multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
     "ranker_server_steps": ("+ server context + multi-step", {"server_context": True, "multi_step": True}),
     "ranker_server_steps_lam0": ("+ server context + multi-step, λ = 0",
                                  {"server_context": True, "multi_step": True, "lam": 0.0}),
+    "ranker_server_steps_intent": ("+ server context + multi-step + intent",
+                                   {"server_context": True, "multi_step": True, **INTENT}),
     "ranker_server_steps_namesakes": ("ranker_server_steps, each tool name's copies ranked together", None),
     "ranker_server_text": ("+ server context, each tool's text ending with its server's name and description",
                            {"server_context": True}),
@@ -96,6 +112,9 @@ ROWS = {
     "ranker_server_steps_cv": ("+ server context + multi-step, the three stage weights chosen on the other "
                                "tasks (5 folds over tasks; the only row that learns from the tasks)", None),
 }
+# each *_intent row -> the row it adds the intent stage to
+INTENT_ROWS = {"ranker_intent": "ranker", "ranker_server_intent": "ranker_server",
+               "ranker_server_steps_intent": "ranker_server_steps"}
 # the (server_weight, sibling_weight, step_weight) grid of ranker_server_steps_cv
 CV_GRID = tuple((s, b, g) for s in (0.25, 0.5, 1.0) for b in (0.0, 0.5) for g in (0.0, 0.3, 0.6))
 # rows ranked by the Ranker over tool texts that end with their server's name and description
@@ -182,9 +201,9 @@ def baseline_rows(cfg, bench, texts, emb, k: int, timed) -> None:
 
 
 def row_config(cfg, change: dict):
-    """The RankConfig of a Ranker row: ``DEFAULT_REGISTRY_CONFIG`` without request stages, the sweep's stage
-    weights (``cfg.mcp``), then the row's ``change``."""
-    base = {"server_context": False, "multi_step": False, "server_weight": cfg.mcp.server_weight,
+    """The RankConfig of a Ranker row: ``DEFAULT_REGISTRY_CONFIG`` without request stages (server context,
+    multi-step, intent), the sweep's stage weights (``cfg.mcp``), then the row's ``change``."""
+    base = {"server_context": False, "multi_step": False, "intent": False, "server_weight": cfg.mcp.server_weight,
             "sibling_weight": cfg.mcp.sibling_weight, "step_weight": cfg.mcp.step_weight}
     return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **{**base, **change})
 
@@ -193,6 +212,13 @@ def rank_default_row(cfg) -> str | None:
     """The Ranker row whose config is ``DEFAULT_REGISTRY_CONFIG`` (what ``riskrank-jax rank`` does), or None."""
     return next((name for name, (_, change) in ROWS.items()
                  if change is not None and row_config(cfg, change) == DEFAULT_REGISTRY_CONFIG), None)
+
+
+def lambda_row(cfg) -> str:
+    """The row the λ × α sensitivity and the folds-over-servers choice run on: the rank default less its intent
+    stage (the row an ``INTENT_ROWS`` row adds intent to), else ``ranker_server``."""
+    name = rank_default_row(cfg)
+    return INTENT_ROWS.get(name, name) or "ranker_server"
 
 
 def with_server_text(bench) -> list:
@@ -290,7 +316,7 @@ def transfer_rows(cfg, bench, encoder, cache, rankers, k: int, timed) -> dict:
     return info
 
 
-def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
+def prepare(cfg, bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
     """(tool texts, {"tools", "queries", "servers"} embeddings, (the registry Ranker, the one over texts with their
     servers'), {step: seconds}): what every row shares, the Ranker's programs compiled once by a warm-up run."""
     common, t0 = {}, time.perf_counter()
@@ -308,16 +334,16 @@ def prepare(bench, encoder, cache) -> tuple[tuple, dict, object, dict]:
                                        server_texts=dict(zip(bench.servers.names, bench.servers.texts)))
     common["build the ranker over the texts with their servers'"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ranker_rankings(ranker, list(bench.queries.texts), dataclasses.replace(DEFAULT_REGISTRY_CONFIG,
-                    server_context=False), min(LIST_K, bench.size))
+    for change in ({}, INTENT):  # the plain ranker and with intent (its model loaded once)
+        ranker_rankings(ranker, list(bench.queries.texts), row_config(cfg, change), min(LIST_K, bench.size))
     common["warm-up run of the default ranker (compilation)"] = time.perf_counter() - t0
     return texts, emb, (ranker, text_ranker), {name: round(v, 3) for name, v in common.items()}
 
 
 def sensitivity(cfg, bench, ranker, k: int, confirm) -> list[dict]:
-    """The rank default's row over the λ × α grid of ``cfg.mcp`` (lambdas, alphas): [{lam, alpha, metrics}], each
-    metric the mean over tasks (RVR@5 "not labelled" without labels)."""
-    name = rank_default_row(cfg) or "ranker_server"
+    """The rank default's row less intent (``lambda_row``) over the λ × α grid of ``cfg.mcp`` (lambdas, alphas):
+    [{row, lam, alpha, metrics}], each metric the mean over tasks (RVR@5 "not labelled" without labels)."""
+    name = lambda_row(cfg)
     queries = list(bench.queries.texts)
     q_emb, out = ranker.encode_queries(queries), []
     for alpha in cfg.mcp.alphas:
@@ -354,14 +380,16 @@ def cv_row(cfg, bench, ranker, k: int) -> tuple[np.ndarray, list[dict]]:
 
 
 def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
-    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ...,
-    "defaults": the λ / α choice by folds over servers (``experiments.livemcp_defaults``; None without labels or
-    with fewer than two servers per fold), "transfer": how the transferred models trained (None unless
+    """{"rows": {row: metrics}, "cost_s": {row: seconds}, "common_cost_s": {...}, "risk_labels": ..., "risk_detail":
+    {row: the whole pool's ``livemcp_defaults.pooled`` metrics (Safe-RVR@5, NeedRisk-Hit@5, NeedRisk-Recall@10 with
+    the rest)} of each intent row, its base row and their λ = 0 row (None without labels),
+    "defaults": the λ / α and intent choice by folds over servers (``experiments.livemcp_defaults``; None without
+    labels or with fewer than two servers per fold), "transfer": how the transferred models trained (None unless
     ``transfer``)} for every row of ``ROWS`` (and ``TRANSFER_ROWS`` with ``transfer``)."""
     labels = risk_labels(bench, _labels_path(cfg)) if _labels_path(cfg) is not None else None
     confirm = None if labels is None else np.where(labels["must_confirm"], 3, 1).astype(np.int32)
     k = min(LIST_K, bench.size)
-    texts, emb, (ranker, text_ranker), common = prepare(bench, encoder, cache)
+    texts, emb, (ranker, text_ranker), common = prepare(cfg, bench, encoder, cache)
     rankings, cost = {}, {}
 
     def timed(name, fn):
@@ -384,9 +412,14 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
     if confirm is not None and bench.servers.size >= 2 * defaults_by_servers.FOLDS:
         t0 = time.perf_counter()
         defaults = defaults_by_servers.choose_by_server_folds(cfg, bench, encoder, cache, confirm,
-                                                              row_config(cfg, ROWS[rank_default_row(cfg)
-                                                                                   or "ranker_server"][1]))
+                                                              row_config(cfg, ROWS[lambda_row(cfg)][1]))
         defaults["cost_s"] = round(time.perf_counter() - t0, 1)
+    risk_detail = None
+    if confirm is not None:  # the intent rows beside their base rows and λ = 0 rows, with the needed-tool metrics
+        names = [n for name, base in INTENT_ROWS.items() for n in (f"{base}_lam0", base, name)]
+        risk_detail = {n: defaults_by_servers.rounded(defaults_by_servers.pooled(
+            [defaults_by_servers.ids_per_query(rankings[n], bench.queries.gold, confirm)])) for n in names
+            if n in rankings}
     rows = {}
     for name in (n for n in (*ROWS, *TRANSFER_ROWS) if n in rankings):
         ids = rankings[name]
@@ -396,7 +429,7 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
     return {"rows": rows, "cost_s": cost, "common_cost_s": common,
             "sensitivity": sensitivity(cfg, bench, ranker, k, confirm),
             "cv": {"folds": cfg.mcp.cv_folds, "grid": [list(w) for w in CV_GRID], **cv},
-            "defaults": defaults, "transfer": transfer_info,
+            "defaults": defaults, "transfer": transfer_info, "risk_detail": risk_detail,
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
@@ -426,15 +459,20 @@ def plan(cfg, bench_given: bool, transfer: bool | None = None) -> bool:
 
 
 def key_parts(cfg, transfer: bool) -> list:
-    """Besides the config, data and encoder, the run key hashes the risk labels and the shipped risk model (files),
-    the rows, and the transfer rows when they run."""
+    """Besides the config, data and encoder, the run key hashes the risk labels, the shipped risk model and intent
+    model (files), the rows, the transfer rows when they run, the intent rows' setting, the intent grid and
+    tolerance of the folds-over-servers choice, and ``DEFAULT_REGISTRY_CONFIG`` (every Ranker row's base and
+    which row is the rank default)."""
     return [_file_hash(_labels_path(cfg)), _file_hash(RISK_MODEL_FILE), sorted(ROWS),
-            sorted(TRANSFER_ROWS) if transfer else None]
+            sorted(TRANSFER_ROWS) if transfer else None, _file_hash(intent_model.default_model_path()),
+            sorted(INTENT.items()), repr(defaults_by_servers.INTENT_GRID), defaults_by_servers.INTENT_TOLERANCE,
+            repr(DEFAULT_REGISTRY_CONFIG)]
 
 
 def evaluate(cfg, bench, encoder, transfer: bool, log: StageLog) -> dict:
     """results.json's sections: every row of ``ROWS`` (and ``TRANSFER_ROWS`` with ``transfer``) with its metrics
-    and cost, the sensitivity grid, the cross-validated weights, the λ / α choice by folds over servers."""
+    and cost, the sensitivity grid, the cross-validated weights, the λ / α and intent choice by folds over
+    servers."""
     ev = log.run("evaluate every row", evaluate_rows, cfg, bench, encoder, EmbeddingCache(cfg.runtime.cache_dir),
                  transfer)
     return {
@@ -445,9 +483,10 @@ def evaluate(cfg, bench, encoder, transfer: bool, log: StageLog) -> dict:
         "tasks_without_gold": list(bench.no_gold),
         "rows": ev["rows"],
         "row_descriptions": {name: text for name, (text, _) in (*ROWS.items(), *TRANSFER_ROWS.items())},
-        "rank_default": rank_default_row(cfg),
+        "rank_default": rank_default_row(cfg), "intent_rows": {**INTENT_ROWS}, "intent_setting": {**INTENT},
         "not_run": {**NOT_RUN, **({} if transfer else {name: NOT_RUN_TRANSFER for name in TRANSFER_ROWS})},
-        "transfer": ev["transfer"], "defaults": ev["defaults"], "cost_s": ev["cost_s"],
+        "transfer": ev["transfer"], "defaults": ev["defaults"], "risk_detail": ev["risk_detail"],
+        "cost_s": ev["cost_s"],
         "common_cost_s": ev["common_cost_s"], "risk_labels": ev["risk_labels"], "sensitivity": ev["sensitivity"],
         "cv": ev["cv"],
     }
@@ -458,5 +497,5 @@ LIVEMCP = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, m
 
 
 __all__ = ["LIVEMCP", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "evaluate_rows", "list_metrics",
-           "ROWS", "TRANSFER_ROWS", "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN",
-           "NOT_LABELLED"]
+           "ROWS", "INTENT", "INTENT_ROWS", "lambda_row", "row_config", "rank_default_row", "TRANSFER_ROWS",
+           "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN", "NOT_LABELLED"]

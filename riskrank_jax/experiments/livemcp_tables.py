@@ -57,7 +57,11 @@ def tables_md(results: dict) -> str:
     else:
         out.append(f"RVR@5 from the labelled corpus: {lab['tools_covered']} of {lab['tools']} tools labelled, "
                    f"{lab['must_confirm']} must be confirmed ({lab['rule']}). Caveat: {lab['caveat']}.")
-    out += ["", f"The rank default (`{results['rank_default']}`) over λ and α on the whole pool (sensitivity; the "
+    if not results.get("rank_default"):
+        out += ["", "No row's config is `DEFAULT_REGISTRY_CONFIG` as this run found it: no row is marked as what "
+                "`riskrank-jax rank` does."]
+    name = results["sensitivity"][0]["row"] if results["sensitivity"] else results.get("rank_default")
+    out += ["", f"`{name}` (the rank default less its intent stage) over λ and α on the whole pool (sensitivity; the "
             "choice is made by folds over servers, below):", "",
             "| λ | α | NDCG@5 | Recall@5 | Recall@10 | complete@10 | RVR@5 |",
             "|---|---|---|---|---|---|---|"]
@@ -65,6 +69,7 @@ def tables_md(results: dict) -> str:
         rvr = r["rvr@5"] if isinstance(r["rvr@5"], str) else f"{r['rvr@5']:.3f}"
         out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@5']:.3f} | "
                    f"{r['recall@10']:.3f} | {r['complete@10']:.3f} | {rvr} |")
+    out += _risk_detail_md(results.get("risk_detail"))
     cv = results["cv"]
     out += ["", f"`ranker_server_steps_cv`: (server_weight, sibling_weight, step_weight) chosen per fold of "
             f"{cv['folds']} over the tasks, by NDCG@5 on the other folds' tasks, from {len(cv['grid'])} grid points: "
@@ -75,6 +80,25 @@ def tables_md(results: dict) -> str:
     out += [f"- `{u['mention']}` (task {u['task_id']})" for u in results["unmatched_mentions"]]
     out += ["", "Not run:", ""] + [f"- `{k}`: {v}" for k, v in results["not_run"].items()]
     return "\n".join(out) + "\n"
+
+
+def _risk_detail_md(detail) -> list[str]:
+    """Each intent row beside its row without intent and their λ = 0 row (whole pool), with the needed-tool
+    metrics."""
+    if not detail:
+        return []
+    out = ["", "With and without intent on the whole pool (Safe-RVR@5: RVR@5 over the tasks that need no must-confirm "
+           "tool; NeedRisk-Hit@5 / NeedRisk-Recall@10: over the tasks that need one, whether one is in the top 5 / the "
+           "share of them in the top 10):", "",
+           "| row | NDCG@5 | Recall@10 | complete@10 | RVR@5 | Safe-RVR@5 | NeedRisk-Hit@5 | NeedRisk-Recall@10 |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, m in detail.items():
+        out.append(f"| `{name}` | {m['ndcg@5']:.3f} | {m['recall@10']:.3f} | {m['complete@10']:.3f} | "
+                   f"{m['rvr@5']:.4f} | {m['safe_rvr@5']:.4f} | {m['needrisk_hit@5']:.3f} | "
+                   f"{m['needrisk_recall@10']:.3f} |")
+    m = next(iter(detail.values()))
+    out += ["", f"({m['tasks']} tasks, {m['tasks_needing_confirm']} of them need a must-confirm tool.)"]
+    return out
 
 
 def _transfer_md(info) -> list[str]:
@@ -127,6 +151,42 @@ def _defaults_md(d) -> list[str]:
         out.append(f"| {r['lam']:g} | {r['alpha']:g} | {r['ndcg@5']:.3f} | {r['recall@10']:.3f} | "
                    f"{r['complete@10']:.3f} | {r['rvr@5']:.3f} | {r['safe_rvr@5']:.3f} | {r['needrisk_hit@5']:.3f} | "
                    f"{r['needrisk_recall@10']:.3f} |")
+    return out + _intent_md(d.get("intent"))
+
+
+def _setting(c: dict) -> str:
+    """"off" or "strength 4, specific 1, agreement 0" of an intent setting."""
+    if not c.get("intent"):
+        return "off"
+    return (f"strength {c['intent_strength']:g}, specific {c['intent_specific']:g}, agreement "
+            f"{c['intent_agreement']:g}")
+
+
+def _intent_md(i) -> list[str]:
+    if not i:
+        return []
+    out = ["", f"The intent stage chosen by the same folds over servers, at λ {i['lam']:g}, α {i['alpha']:g} "
+           f"(`livemcp_defaults.choose_intent`): intent off, or on with strength ∈ "
+           f"{{{', '.join(f'{x:g}' for x in i['strengths'])}}} × specific ∈ "
+           f"{{{', '.join(f'{x:g}' for x in i['specifics'])}}} × agreement ∈ "
+           f"{{{', '.join(f'{x:g}' for x in i['agreements'])}}}, relief {i['relief']:g}. Rule: {i['rule']}.", "",
+           "| fold | chosen intent | choosing NDCG@5 | choosing RVR@5 | scoring NDCG@5 | scoring RVR@5 | "
+           "scoring tasks |", "|---|---|---|---|---|---|---|"]
+    for c in i["chosen_per_fold"]:
+        out.append(f"| {c['fold']} | {_setting(c)} | {c['choosing']['ndcg@5']:.3f} | {c['choosing']['rvr@5']:.4f} | "
+                   f"{c['scoring']['ndcg@5']:.3f} | {c['scoring']['rvr@5']:.4f} | {c['scoring']['tasks']} |")
+    keys = ("ndcg@5", "recall@10", "complete@10", "rvr@5", "safe_rvr@5", "needrisk_hit@5", "needrisk_recall@10")
+    head = ("| setting | NDCG@5 | Recall@10 | complete@10 | RVR@5 | Safe-RVR@5 | NeedRisk-Hit@5 | "
+            "NeedRisk-Recall@10 |")
+
+    def line(label, m):
+        cells = (f"{m[k]:.4f}" if k.endswith("rvr@5") else f"{m[k]:.3f}" for k in keys)
+        return f"| {label} | " + " | ".join(cells) + " |"
+    out += ["", f"Pooled over the scoring folds ({i['scored_lam0']['tasks']} task-registry pairs); the rule on all of "
+            f"them at once picks {_setting(i['rule_on_all_scoring_folds'])}:", "", head,
+            "|---|---|---|---|---|---|---|---|---|",
+            line(f"λ = 0 (α {i['alpha']:g})", i["scored_lam0"]), line("each fold's choice", i["scored_chosen"])]
+    out += [line(_setting(r), r) for r in i["sensitivity"]]
     return out
 
 

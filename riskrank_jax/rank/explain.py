@@ -1,12 +1,18 @@
-"""Why a Ranker returned what it did for one query: how each stage moved each returned tool, and which risky
-tools the risk penalty (or the rule filter) held back.
+"""Why a Ranker returned what it did for one query: how each stage moved each returned tool, which risky
+tools the risk penalty (or the rule filter) held back, and, with the intent stage, what the request was read as
+asking and which of each held-back tool's effects it did not ask for.
 
     report = explain_query(ranker, "delete the branch feature-x", k=5)     # a JSON-able dict
     print(to_text(report))
+    hits, held, request = search_explained(ranker, "what did people say in #ops", 5)   # one walk (search seams)
 
 Stages (see `riskrank_jax.rank.ranker`): first stage (cosine, BM25 or their hybrid fusion) -> head f_rel (when
-the ranker has one) -> −λ·risk -> graph smoothing -> rule filter. "Held back" = risky tools (r ≥ 3) that
-are in the top-k at λ = 0 with everything else unchanged, but not in the top-k now.
+the ranker has one) -> intent (the exposure weight of λ·risk) -> −λ·risk -> graph smoothing -> rule filter.
+"Held back" = tools in the top-k at λ = 0 with everything else unchanged, but not in the top-k now, that are
+risky (r ≥ 3) or, with intent, have an effect the request did not ask for. Their reason is in the gateway's own
+words: with intent ``retrieve.intent.held_back_reason`` ("held back: sends to others; the request only reads"),
+then the risk level and the rank on relevance alone; "held_by" says whether the intent hold-back ranked the tool
+last (``RankConfig.intent_hold_back``) or the (intent-weighted) risk penalty moved it down.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ import numpy as np
 from riskrank_jax.rank import stages
 from riskrank_jax.rank.ranker import check_queries
 from riskrank_jax.rank.tool_hits import make_hits
+from riskrank_jax.retrieve import intent
 from riskrank_jax.retrieve.steps import request_steps
 from riskrank_jax.scoring import is_risky, rank_order
+
+HOLD_BACK, PENALTY = "intent hold-back", "risk penalty"  # what held a tool back ("held_by")
 
 
 def _positions(scores) -> np.ndarray:
@@ -54,47 +63,108 @@ def risky_held_back(ranker, query, k, ids, q_emb=None) -> list[tuple[int, int]]:
     return _risky_not_in(ranker, at_zero, ids)
 
 
-def search_with_held_back(ranker, query: str, k: int) -> tuple[list, list[dict]]:
-    """(hits, held back) for one request: ``rank_queries``' ToolHits and, per risky tool held back (in the top k
-    at λ = 0, not now), {"index", "name", "risk_level", "risk_source", "rank_at_lambda_0", "reason"}. One walk down
-    the stages: the request is embedded, first-staged and request-staged once for both rankings. What a search seam
-    (the gateway, the framework adapters) returns."""
+def request_view(needs) -> dict | None:
+    """What request 0 of ``needs`` (``retrieve.intent.RequestNeeds``; None: no intent stage) was read as asking:
+    {"asks": "the request only reads" | "the request asks to delete, send to others", "effects": {effect: {"need",
+    "source"}}}; None without intent."""
+    return None if needs is None else {"asks": needs.summary(0), "effects": needs.row(0)}
+
+
+def _held_candidates(ranker, at_zero, ids, needs) -> list[tuple[int, int, str | None]]:
+    """(tool id, 1-based rank at λ = 0, the intent reason or None) of each tool of ``at_zero`` [k] that ``ids``
+    lacks and that is risky (r ≥ 3) or has an effect the request did not ask for (``needs``; None: no intent)."""
+    kept, out = set(np.asarray(ids).tolist()), []
+    for j, t in enumerate(np.asarray(at_zero).tolist()):
+        if t in kept:
+            continue
+        why = None if needs is None else intent.held_back_reason(needs, 0, ranker.prepared.effects[t])
+        if is_risky(int(ranker.risk_levels[t])) or (why or "").startswith("held back"):
+            out.append((int(t), j + 1, why))
+    return out
+
+
+def _reason(ranker, t: int, rank_at_zero: int, k: int, why: str | None, held_by: str) -> str:
+    """The gateway's words for one held-back tool: the intent reason (when the config has intent), its risk level
+    and source, its rank on relevance alone, what moved it, how to get it back."""
+    lvl, src = int(ranker.risk_levels[t]), ranker.risk_source[t]
+    moved = ("ranked last by the intent hold-back; ask for what it does in the request to get it back"
+             if held_by == HOLD_BACK else
+             f"below the top {k} once the risk penalty is applied; name it in the request to get it back")
+    return (f"{why}; " if why else "") + f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, {moved}"
+
+
+def _walk(ranker, query: str, k: int, q_emb):
+    """(ids [k], total [k], relevance [k], the ids at λ = 0 [k], RequestNeeds or None, the intent weight [N] or
+    None) of one request: the walk of ``stages.ranked_with_scores(..., also_at_lambdas=(0.0,))`` — the first
+    stage, the request stages and the intent stage once, then the risk, graph and top-k stages at λ and at
+    λ = 0 — keeping what the request was read as asking (``stages.request_needs`` of the same first-stage
+    scores: its keywords and the intent model read again, well under a millisecond, nothing ranked twice)."""
+    p, c = ranker.prepared, ranker.config
+    q, first, n_q = stages.stage_inputs(p, c, q_emb, [query], ranker.encoder)
+    needs = stages.request_needs(p, c, [query], first) if c.intent else None
+    weight = stages.intent_stage(p, c, [query], first)
+    ids, total, rel = (np.asarray(x)[:n_q] for x in stages._top_with_scores(p, c, q, first, k, weight))
+    at_zero = np.asarray(stages._top_with_scores(p, dataclasses.replace(c, lam=0.0), q, first, k, weight)[0])
+    return ids, total, rel, at_zero[:n_q], needs, None if weight is None else np.asarray(weight)[0]
+
+
+def search_explained(ranker, query: str, k: int) -> tuple[list, list[dict], dict | None]:
+    """(hits, held back, request) for one request: ``rank_queries``' ToolHits; per tool held back (in the top k
+    at λ = 0, not now; risky, or with an effect the request did not ask for) {"index", "name", "risk_level",
+    "risk_source", "rank_at_lambda_0", "held_by", "reason"}; and what the request was read as asking
+    (``request_view``; None without intent). One walk down the stages (``_walk``). What a search seam (the
+    gateway, the framework adapters) returns."""
     check_queries([query])
     k = ranker.checked_k(k)
-    q_emb = ranker.encode_queries([query])
-    ids, total, rel, at_zero = stages.ranked_with_scores(ranker.prepared, ranker.config, q_emb, [query], k,
-                                                         ranker.encoder, also_at_lambdas=(0.0,))
+    ids, total, rel, at_zero, needs, weight = _walk(ranker, query, k, ranker.encode_queries([query]))
     hits = make_hits(ids, total, rel, ranker.tool_names, ranker.risk_levels, ranker.risk_source, None)[0]
     held = []
-    for t, rank_at_zero in _risky_not_in(ranker, at_zero[0], ids[0]):
-        lvl, src = int(ranker.risk_levels[t]), ranker.risk_source[t]
-        held.append({"index": t, "name": ranker.tool_names[t], "risk_level": lvl, "risk_source": src,
-                     "rank_at_lambda_0": rank_at_zero,
-                     "reason": f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, below the top {k} once "
-                               "the risk penalty is applied; name it in the request to get it back"})
+    for t, rank_at_zero, why in _held_candidates(ranker, at_zero[0], ids[0], needs):
+        by = HOLD_BACK if weight is not None and weight[t] >= intent.HOLD_WEIGHT else PENALTY
+        held.append({"index": t, "name": ranker.tool_names[t], "risk_level": int(ranker.risk_levels[t]),
+                     "risk_source": ranker.risk_source[t], "rank_at_lambda_0": rank_at_zero, "held_by": by,
+                     "reason": _reason(ranker, t, rank_at_zero, k, why, by)})
+    return hits, held, request_view(needs)
+
+
+def search_with_held_back(ranker, query: str, k: int) -> tuple[list, list[dict]]:
+    """(hits, held back) of ``search_explained``, without what the request was read as asking."""
+    hits, held, _ = search_explained(ranker, query, k)
     return hits, held
 
 
-def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule) -> list[dict]:
+def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule, needs, weight) -> list[dict]:
+    zero = dataclasses.replace(ranker.config, lam=0.0)  # the same prepared inputs, ranked at λ = 0
+    at_zero = stages.ranked(ranker.prepared, zero, q_emb, [query], k, ranker.encoder)[0]
     out = []
-    for t, rank_at_zero in risky_held_back(ranker, query, k, ids, q_emb):
+    for t, rank_at_zero, reason in _held_candidates(ranker, at_zero, list(ids), needs):
         pen = float(parts.risk_penalty[t])
-        if before_rule[t] > k:
+        by = HOLD_BACK if weight is not None and weight[t] >= intent.HOLD_WEIGHT else PENALTY
+        if by == HOLD_BACK:
+            why = f"the intent hold-back ranked it last (−λ·risk·w = {-pen:+.3f}, #{int(before_rule[t])})"
+        elif before_rule[t] > k:
             why = f"−λ·risk = {-pen:+.3f} moved it below the top {k} (to #{int(before_rule[t])} before any filter)"
         else:
             why = f"the rule filter deferred it (#{int(before_rule[t])} by score, #{int(final_pos[t])} after)"
         out.append({"name": ranker.tool_names[t], "risk_level": int(ranker.risk_levels[t]),
                     "risk_source": ranker.risk_source[t], "rank_at_lambda_0": rank_at_zero, "rank_now": int(final_pos[t]),
-                    "risk_penalty": -pen, "why": why})
+                    "risk_penalty": -pen, "held_by": by, "why": why, "intent": reason,
+                    "reason": _reason(ranker, t, rank_at_zero, k, reason, by)})
     return out
 
 
 def explain_query(ranker, query: str, k: int | None = None) -> dict:
-    """{"query", "config", "tools": per returned tool the stages, "held_back": risky tools held back}."""
+    """{"query", "config", "request": what the request was read as asking (``request_view``; None without
+    intent), "tools": per returned tool the stages, "held_back": the tools held back and why}."""
     check_queries([query])
     k = ranker.config.k if k is None else int(k)
     q_emb = ranker.encode_queries([query])
-    first = ranker.first_stage_scores(q_emb, [query])[0]
+    first = ranker.first_stage_scores(q_emb, [query])  # [1, N], after the request stages
+    c, p = ranker.config, ranker.prepared
+    needs = stages.request_needs(p, c, [query], first) if c.intent else None
+    weight = stages.intent_stage(p, c, [query], first)
+    weight = None if weight is None else np.asarray(weight)[0]
+    first = first[0]
     parts = ranker.scores(q_emb, [query])
     parts = parts._make(np.asarray(x)[0] for x in parts)  # each [N]
     ids = ranker.rank(q_emb, k=k, q_texts=[query])[0]
@@ -109,12 +179,13 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
                "score": float(parts.total[t]), "rank_before_rule_filter": int(before_rule[t]),
                "risk_level": int(ranker.risk_levels[t]), "risk_source": ranker.risk_source[t]}
         tools.append(row)
-    c = ranker.config
     return {"query": query, "k": k,
             "config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "head": head,
-                       "rule_filter": c.rule_filter, **_request_stages(ranker, query)},
-            "tools": tools, "held_back": _held_back(ranker, q_emb, query, k, set(ids.tolist()), parts, final_pos,
-                                                    before_rule)}
+                       "rule_filter": c.rule_filter, **_request_stages(ranker, query), "intent": c.intent,
+                       "intent_hold_back": c.intent_hold_back},
+            "request": request_view(needs), "tools": tools,
+            "held_back": _held_back(ranker, q_emb, query, k, ids.tolist(), parts, final_pos, before_rule, needs,
+                                    weight)}
 
 
 def _request_stages(ranker, query: str) -> dict:
@@ -144,12 +215,19 @@ def to_text(report: dict) -> str:
                      + (f"{r['head_relevance']:>7.3f} " if c["head"] else "")
                      + f"{r['risk_penalty']:>+8.3f} {r['graph']:>+7.3f} {r['score']:>7.3f}  {rule:>7}  "
                      f"{r['risk_level']} ({r['risk_source']})")
-    held = report["held_back"]
-    lines.append(f"  held back (risky tools in the top {report['k']} at λ = 0, not now):" + ("" if held else " none"))
+    held, request = report["held_back"], report.get("request")
+    if request:
+        asked = [f"{e} {v['need']:.2f} ({v['source']})" for e, v in request["effects"].items() if v["need"] >= 0.05]
+        lines.insert(2, f"  intent: {request['asks']}" + (f"; {', '.join(asked)}" if asked else "")
+                     + (f"; hold-back {c['intent_hold_back']}" if c.get("intent_hold_back") else ""))
+    lines.append(f"  held back (in the top {report['k']} at λ = 0, not now):" + ("" if held else " none"))
     for h in held:
         lines.append(f"    {h['name']} (risk {h['risk_level']}, {h['risk_source']}): #{h['rank_at_lambda_0']} at "
                      f"λ = 0, now #{h['rank_now']}; {h['why']}")
+        if h.get("intent"):
+            lines.append(f"      {h['intent']}")
     return "\n".join(lines)
 
 
-__all__ = ["explain_query", "to_text"]
+__all__ = ["explain_query", "to_text", "search_explained", "search_with_held_back", "request_view",
+           "risky_held_back"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.rank.explain import search_with_held_back
+from riskrank_jax.rank.explain import search_explained
 from riskrank_jax.rank.ranker import Ranker
 from riskrank_jax.registry import load_registry
 from riskrank_jax.registry.poisoning import detect, neutralise, sibling_names
@@ -90,7 +90,7 @@ def readable_servers(server_tools) -> tuple[list, dict[str, str]]:
 
 def build_catalog(server_tools, registries, rank: RankSettings, encoder, cache, trusted_servers=()) -> Catalog:
     """A Catalog over ``server_tools`` [(server name, [MCP tool dicts])] and registry files, ranked as ``rank``
-    says (`serve.config.RankSettings`: its saved ranker, risk head, RankConfig).
+    says (`serve.config.RankSettings`: its saved ranker, risk head, RankConfig, intent leaves).
 
     Every tool is named ``server.tool`` (a registry file's tools ``stem.tool``; `serve.identity`). Risk is
     assessed as ``riskrank-jax rank`` does; annotations may lower it only for ``trusted_servers`` (or every
@@ -121,8 +121,11 @@ def build_catalog(server_tools, registries, rank: RankSettings, encoder, cache, 
     if rank.model is not None:
         ranker = _saved_ranker(rank.model, reg, encoder)
     if ranker is None:
-        ranker = Ranker.from_registry(reg, encoder=encoder, cache=cache, config=rank.config, risk_head=rank.risk_head,
-                                      trust_annotations=rank.trust_annotations, trusted_sources=trusted)
+        ranker = Ranker.from_registry(reg, encoder=encoder, cache=cache, config=rank.ranker_config(),
+                                      risk_head=rank.risk_head, trust_annotations=rank.trust_annotations,
+                                      trusted_sources=trusted)
+    else:  # the saved ranker's own config, with the gateway's intent leaves
+        ranker = ranker.with_config(rank.ranker_config(ranker.config))
     return Catalog(ranker, tuple(entries), time.time(), time.perf_counter() - t0)
 
 
@@ -142,12 +145,14 @@ def _saved_ranker(model_dir, reg, encoder):
 
 def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references: bool = False,
            state=None) -> dict:
-    """The structured result of search_tools (see the module docstring); runs the Ranker, so call it from a
-    worker thread. state(i): the `ToolState` of tool i now (default: as the catalog assessed it)."""
+    """The structured result of search_tools (see the module docstring): {"query", "k", "request": what the
+    request was read as asking (None without the intent stage), "tools", "held_back": per tool held back,
+    "held_by" and the gateway's "reason"}; runs the Ranker, so call it from a worker thread. state(i): the
+    `ToolState` of tool i now (default: as the catalog assessed it)."""
     r = catalog.ranker
     state = state or (lambda i: catalog_state(catalog, i))
     k = max(1, min(int(k), r.size))
-    hits, held_back = search_with_held_back(r, query, k)
+    hits, held_back, request = search_explained(r, query, k)
     tools = []
     for h in hits:
         i = catalog.by_name[h.name]
@@ -161,9 +166,9 @@ def search(catalog: Catalog, query: str, k: int, policy: Policy, tool_references
             row.update(available=False, call=f"unavailable: {now.unavailable}")
         tools.append(row)
     held = [{"name": x["name"], "server": catalog.entries[x["index"]].server, "risk_level": x["risk_level"],
-             "risk_source": x["risk_source"],
-             "dimensions": dimension_row(catalog, x["index"]), "reason": x["reason"]} for x in held_back]
-    out = {"query": query, "k": k, "tools": tools, "held_back": held}
+             "risk_source": x["risk_source"], "dimensions": dimension_row(catalog, x["index"]),
+             "held_by": x["held_by"], "reason": x["reason"]} for x in held_back]
+    out = {"query": query, "k": k, "request": request, "tools": tools, "held_back": held}
     if tool_references:
         out["tool_references"] = [{"type": "tool_reference", "tool_name": t["name"]} for t in tools]
     return out

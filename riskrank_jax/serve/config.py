@@ -93,19 +93,37 @@ class Limits:
 LIMIT_KEYS = {f.name for f in fields(Limits)}
 
 
+# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off). A tool's
+# unasked share is 1 − a + a·intent_specific·mismatch, a the request's highest need: with intent_specific 0.5 it
+# reaches 0.75 only when a ≤ 0.5, a request that asks for no change ("the request only reads"), so a changing
+# request keeps its tools. Chosen on the published servers (docs/serve.md, tests/test_serve_published.py): every
+# value in 0.54..0.89 gives the same answers there; 0.75 lies in the middle.
+GATEWAY_HOLD_BACK = 0.75
+
+
 @dataclass(frozen=True)
 class RankSettings:
     """How the catalog ranks and assesses risk: encoder (a local encoder directory or hub id; None: the embedded
     all-MiniLM-L6-v2), risk_head (a head of ``fit-risk``; None: the risk dimensions), model (a ranker saved by
     ``fit``, served while the tools match the ones it was fitted to), trust_annotations (every server's MCP
-    annotations may lower risk, not only ``policy.trusted_servers``'), config (the zero-shot ranker's
-    `RankConfig`; set from Python only, the file and flags leave it)."""
+    annotations may lower risk, not only ``policy.trusted_servers``'), intent (the intent stage: what the request
+    asks for weighs each tool's risk penalty, ``retrieve.intent``), intent_hold_back (0: off; else a tool with a
+    must-confirm effect whose unasked share reaches it is held back, ranked last; GATEWAY_HOLD_BACK), config (the
+    zero-shot ranker's `RankConfig`; set from Python only, the file and flags leave it). The two intent leaves
+    apply to the ranker served, zero-shot or saved (``ranker_config``)."""
 
     encoder: str | None = None
     risk_head: str | None = None
     model: str | None = None
     trust_annotations: bool = False
+    intent: bool = DEFAULT_REGISTRY_CONFIG.intent
+    intent_hold_back: float = GATEWAY_HOLD_BACK
     config: RankConfig = DEFAULT_REGISTRY_CONFIG
+
+    def ranker_config(self, config: RankConfig | None = None) -> RankConfig:
+        """``config`` (None: the zero-shot ranker's, ``self.config``) with the intent leaves."""
+        config = self.config if config is None else config
+        return dataclasses.replace(config, intent=self.intent, intent_hold_back=float(self.intent_hold_back))
 
 
 @dataclass(frozen=True)
@@ -291,6 +309,10 @@ def _section(path, base: Path, doc, name: str):
         if isinstance(default, bool):
             if not isinstance(value, bool):
                 _fail(path, block, f"{name}.{key} must be true or false, got {value!r}")
+        elif isinstance(default, float):  # the shares of [0, 1] (rank.intent_hold_back)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                _fail(path, block, f"{name}.{key} must be a number in 0..1, got {value!r}")
+            value = float(value)
         elif isinstance(default, tuple):
             value = _strings(path, value, f"{name}.{key}", block)
         elif not isinstance(value, str) or not value.strip():
@@ -361,8 +383,10 @@ def settings_view(settings: GatewaySettings, token_from: str | None = None) -> d
     """The tree as JSON-ready data (``serve --show-config``) with its secrets hidden: the values of the servers'
     ``env`` and ``headers``, the user, password and query of their URLs. The HTTP token is never in the tree:
     ``http.token`` says whether one is set and where it is read from (``token_from``: the flag or the config
-    key that named ``http.token_file``)."""
+    key that named ``http.token_file``). ``rank.config`` is the zero-shot ranker's config as served, the intent
+    leaves applied."""
     tree = dataclasses.asdict(settings)
+    tree["rank"]["config"] = dataclasses.asdict(settings.rank.ranker_config())
     http = dict(tree["http"], token="none" if settings.http.token_file is None else
                 f"set: read from token_file when the gateway starts (token_file given by {token_from or 'Python'})")
     return {"path": settings.path, "servers": {s.name: _server_view(s) for s in settings.servers},
@@ -371,4 +395,5 @@ def settings_view(settings: GatewaySettings, token_from: str | None = None) -> d
 
 
 __all__ = ["ServerSpec", "Limits", "RankSettings", "HttpSettings", "RuntimeSettings", "GatewaySettings",
-           "read_config", "with_leaves", "settings_view", "host_port", "needs_token", "EXPOSE_MODES", "PATH_LEAVES"]
+           "read_config", "with_leaves", "settings_view", "host_port", "needs_token", "EXPOSE_MODES", "PATH_LEAVES",
+           "GATEWAY_HOLD_BACK"]

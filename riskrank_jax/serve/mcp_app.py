@@ -65,11 +65,13 @@ def session_key(ctx) -> str | None:
 def search_text(result: dict) -> str:
     """The short text beside the structured search result."""
     lines = [f"{len(result['tools'])} tools for: {result['query']}"]
+    if result.get("request"):
+        lines.append(f"read as: {result['request']['asks']}")
     for j, t in enumerate(result["tools"], 1):
         flags = "".join(f"; {f}" for f in t.get("flags") or ())
         lines.append(f"{j}. {t['name']} — risk {t['risk_level']} ({t['risk_source']}); call: {t['call']}{flags}")
     for h in result["held_back"]:
-        lines.append(f"held back: {h['name']} — {h['reason']}")
+        lines.append(f"held back: {h['name']} — {h['reason'].removeprefix('held back: ')}")
     return "\n".join(lines)
 
 
