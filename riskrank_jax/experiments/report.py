@@ -116,6 +116,31 @@ def _context_section(res: dict, split: str) -> list[str]:
             _table(rows, ["variant", "Safe-RVR@5", "NeedRisk-Hit@5", "RVR@5 (high-risk)", "paper RVR@5 (high-risk)"])]
 
 
+INTENT_SUFFIX = "_intent"
+INTENT_COLS = ("ndcg@5", "safe_rvr@5", "needrisk_hit@5", "rvr@5_high_risk")
+
+
+def _intent_section(res: dict, split: str) -> list[str]:
+    """Each ``*_intent`` row beside its counterpart (the same row without intent), with the differences."""
+    main, ctx = res["main"][split], res["context"][split]
+    rows = []
+    for v in main_rows():
+        base = v[:-len(INTENT_SUFFIX)]
+        if not v.endswith(INTENT_SUFFIX) or v not in main or base not in main:
+            continue
+        cells = {name: {"ndcg@5": main[name]["ndcg@5"], **ctx[name]} for name in (base, v)}
+        delta = [f"{cells[v][c]['mean'] - cells[base][c]['mean']:+.4f}" for c in INTENT_COLS]
+        rows += [[base] + [_fmt(cells[base][c]) for c in INTENT_COLS], [v] + [_fmt(cells[v][c]) for c in INTENT_COLS],
+                 ["Δ (intent − counterpart)"] + delta]
+    if not rows:
+        return []
+    return [f"\n## Exposure by intent (beyond the paper), split `{split}`\n",
+            _header(res, "Each *_intent row's penalty follows what the request asks for (docs/intent.md); its "
+                         "counterpart is the same row without intent."),
+            _metrics_line(*INTENT_COLS), _table(rows, ["variant", "NDCG@5", "Safe-RVR@5", "NeedRisk-Hit@5",
+                                                       "RVR@5 (high-risk)"])]
+
+
 def _exposure_section(res: dict, split: str) -> list[str]:
     key = _main_key(res["benchmark"], split)
     rows = [[v, _fmt(c["rvr@5"]), _fmt(c["srr@5"]), _paper(v, key, "rvr@5"), _paper(v, key, "srr@5")]
@@ -151,8 +176,8 @@ def _throughput_section(res: dict) -> list[str]:
             _table(rows, ["mode", "path", "queries/s", "edges/s", "speed vs dense", "bytes/call", "flops/call"])]
 
 
-SPLIT_SECTIONS = (_main_section, _lambda_section, _edges_section, _context_section, _exposure_section,
-                  _stress_section)
+SPLIT_SECTIONS = (_main_section, _lambda_section, _edges_section, _context_section, _intent_section,
+                  _exposure_section, _stress_section)
 
 
 def _recommendation_section(res: dict, split: str) -> list[str]:
