@@ -157,6 +157,70 @@ def test_search_finds_the_right_published_tools(gateway):
     assert all(n.startswith(f"{server}.") for rows in found.values() for n, server in rows)
 
 
+# Requests in a user's own words, not the tools' descriptions (docs/serve.md, "Intent: what the request asks for").
+READ_REQUESTS = (
+    "what did people say in the #general channel today", "what do we know about Alice",
+    "how many rows are in the orders table", "read the contents of config.yaml", "show me the last few commits",
+    "list the open issues in the acme/web repo", "what time is it in Tokyo", "who is in our slack workspace",
+    "find the files called report in the docs folder", "what's different between my working tree and the last commit",
+    "get the text of the page at https://example.com/pricing", "which tables does the database have",
+    "search github for repositories about vector search", "what were the replies in the thread about the outage",
+    "which branch am I on", "how much is 17 percent of 2300")
+WRITE_REQUESTS = {  # request -> the tool it needs
+    "post 'deploy done' in #ops": "slack.slack_post_message",
+    "delete the observations about Bob": "memory.delete_observations",
+    "create a file notes/todo.md with the list of chores for this week": "filesystem.write_file",
+    "open an issue about the login bug in acme/web": "github.create_issue",
+    "commit the staged changes with message 'fix'": "git.git_commit",
+    "reply to the thread about the outage saying it is fixed": "slack.slack_reply_to_thread",
+    "delete the entity Carol from memory": "memory.delete_entities",
+    "merge pull request 12 in acme/web": "github.merge_pull_request",
+    "put a thumbs-up reaction on Dana's message": "slack.slack_add_reaction",
+    "start a new branch called feature-x": "git.git_create_branch",
+    "rename draft.txt to final.txt": "filesystem.move_file",
+    "add a row for the new customer Eve to the customers table": "sqlite.write_query"}
+# Not in the top 5 with intent off either (relevance, not intent): the first stage ranks Slack's and GitHub's
+# listing tools above filesystem.write_file, and sqlite.create_table / append_insight above sqlite.write_query.
+RELEVANCE_MISSES = {"create a file notes/todo.md with the list of chores for this week",
+                    "add a row for the new customer Eve to the customers table"}
+
+
+def _must_confirm(t: dict) -> bool:
+    return t["risk_level"] >= 4 or t["call"].startswith(("needs confirmation", "refused"))
+
+
+def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_tools(gateway):
+    """The gateway's defaults (intent on, hold-back 0.75) over the published servers: the read requests' top 5s
+    show at most one must-confirm tool where the request is read as a read (measured: none; 15 in all with
+    --no-intent, 7 with --intent-hold-back 0), every write request still gets the tool it needs, and
+    search_tools says what each request was read as asking and why each tool was held back."""
+    url, _ = gateway
+
+    async def body(c):
+        out = {}
+        for q in (*READ_REQUESTS, *WRITE_REQUESTS):
+            out[q] = (await c.call_tool("search_tools", {"query": q, "k": 5})).structured_content
+        return out
+
+    found = _sdk(url, body)
+    must = {q: [t["name"] for t in found[q]["tools"] if _must_confirm(t)] for q in READ_REQUESTS}
+    read_as_read = [q for q in READ_REQUESTS if found[q]["request"]["asks"] == "the request only reads"]
+    assert sum(len(must[q]) for q in read_as_read) <= 1, must
+    # read as a change (the intent stage's misreadings, docs/serve.md): "which tables does the database have" and
+    # "what's different between my working tree and the last commit" (the intent model), "what were the replies
+    # in the thread about the outage" (the keyword "replies"); the must-confirm tools left are theirs
+    assert len(read_as_read) >= len(READ_REQUESTS) - 3 and sum(map(len, must.values())) <= 5, must
+    for q, tool in WRITE_REQUESTS.items():
+        names = [t["name"] for t in found[q]["tools"]]
+        assert (tool in names) != (q in RELEVANCE_MISSES), (q, names)  # a miss fixed: take it off the list
+        assert found[q]["request"]["asks"].startswith("the request asks to "), (q, found[q]["request"])
+    general = found["what did people say in the #general channel today"]
+    post = {h["name"]: h for h in general["held_back"]}["slack.slack_post_message"]
+    assert post["held_by"] == "intent hold-back" and post["server"] == "slack"
+    assert post["reason"].startswith("held back: ") and "sends to others; the request only reads" in post["reason"]
+    assert set(general["request"]["effects"]["public_sink"]) == {"need", "source"}
+
+
 def test_sdk_client_allowed_call_reaches_the_server_and_refused_call_does_not(gateway):
     url, d = gateway
 

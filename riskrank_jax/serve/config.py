@@ -97,7 +97,7 @@ LIMIT_KEYS = {f.name for f in fields(Limits)}
 # unasked share is 1 − a + a·intent_specific·mismatch, a the request's highest need: with intent_specific 0.5 it
 # reaches 0.75 only when a ≤ 0.5, a request that asks for no change ("the request only reads"), so a changing
 # request keeps its tools. Chosen on the published servers (docs/serve.md, tests/test_serve_published.py): every
-# value in 0.54..0.89 gives the same answers there; 0.75 lies in the middle.
+# value in 0.54..0.89 keeps each write request's tool and shows no must-confirm tool to a request read as a read.
 GATEWAY_HOLD_BACK = 0.75
 
 
