@@ -31,6 +31,21 @@ trust_annotations_option = click.option(
     help="Let an MCP readOnlyHint: true lower a tool's risk (by default annotations only raise it).")
 
 
+def intent_options(hold_back_default: str):
+    """--intent/--no-intent and --intent-hold-back SHARE (both None when not given), as `rank` and `serve` spell
+    them; ``hold_back_default``: what --help says the hold-back's default is."""
+    intent = click.option(
+        "--intent/--no-intent", default=None,
+        help="Weigh each tool's risk penalty by what the request asks for: a tool that sends, deletes, runs code "
+             "or moves money ranks lower for a request that did not ask for it, and the results say what the "
+             "request was read as asking. Default: on.")
+    hold_back = click.option(
+        "--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
+        help="Hold back (rank last) a tool with a must-confirm effect (sending, deleting, secrets, code, money) "
+             f"whose share not asked for by the request reaches SHARE; 0 turns it off. Default: {hold_back_default}.")
+    return lambda command: intent(hold_back(command))
+
+
 def key_value_pairs(items, option: str, example: str) -> tuple[tuple[str, str], ...]:
     """(key, value) of each "KEY=VALUE" of a repeated option (keys stripped, values as given); click.BadParameter
     naming ``option`` and showing ``example`` for an item without "=" or without a key. The one parser of such
@@ -113,5 +128,6 @@ def _is_number(s: str) -> bool:
 
 
 __all__ = ["seeds_option", "optional_seeds_option", "cache_dir_option", "encoder_option", "risk_head_option", "trust_annotations_option",
+           "intent_options",
            "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
            "MULTI_VALUE_OPTIONS"]

@@ -12,8 +12,8 @@ import warnings
 
 import click
 
-from riskrank_jax.cli.options import (cache_dir_option, encoder_option, key_value_pairs, risk_head_option,
-                                      optional_seeds_option, trust_annotations_option)
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, intent_options, key_value_pairs,
+                                      optional_seeds_option, risk_head_option, trust_annotations_option)
 from riskrank_jax.errors import RankerError
 
 files_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -99,13 +99,7 @@ def _hits_text(query: str, hits) -> str:
 @click.option("--server-context/--no-server-context", default=None,
               help="Use each tool's server (its source) as evidence: a tool of a server that matches the request, "
                    "or whose other tools do, ranks higher. Default: on (one source: no effect).")
-@click.option("--intent/--no-intent", default=None,
-              help="Weigh each tool's risk penalty by what the request asks for (a tool that sends, deletes, runs "
-                   "code or moves money ranks lower for a request that did not ask for it); --explain then says "
-                   "what the request was read as asking. Default: on for the zero-shot ranker.")
-@click.option("--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
-              help="Hold back (rank last) a tool with a must-confirm effect whose share not asked for by the "
-                   "request reaches SHARE (0: off, the default here; the gateway's default is 0.75).")
+@intent_options("0, off (the gateway's: 0.75)")
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option
@@ -132,17 +126,20 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     hits = ranker.rank_queries(queries, k=k, min_score=min_score)
     reports = [explain_query(ranker, q, k) for q in queries] if explain else [None] * len(queries)
     if as_json:
-        c = ranker.config
-        out = {"config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "k": k,
-                          "head": ranker.params is not None, "rule_filter": c.rule_filter,
-                          "multi_step": c.multi_step, "server_context": c.server_context, "intent": c.intent,
-                          "intent_hold_back": c.intent_hold_back},
-               "results": [{"query": q, "hits": [h.as_dict() for h in hs], **({"explain": r} if r else {})}
-                           for q, hs, r in zip(queries, hits, reports)]}
-        click.echo(json.dumps(out))
+        click.echo(json.dumps(_json_output(ranker, k, queries, hits, reports)))
         return
     blocks = [to_text(r) if r else _hits_text(q, hs) for q, hs, r in zip(queries, hits, reports)]
     click.echo("\n\n".join(blocks))
+
+
+def _json_output(ranker, k: int, queries, hits, reports) -> dict:
+    """`rank --json`'s object: the config ranked with, and per request its hits (and --explain's report)."""
+    c = ranker.config
+    return {"config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "k": k,
+                       "head": ranker.params is not None, "rule_filter": c.rule_filter, "multi_step": c.multi_step,
+                       "server_context": c.server_context, "intent": c.intent, "intent_hold_back": c.intent_hold_back},
+            "results": [{"query": q, "hits": [h.as_dict() for h in hs], **({"explain": r} if r else {})}
+                        for q, hs, r in zip(queries, hits, reports)]}
 
 
 def _tune_config(tune_encoder: bool, tune_layers, tune_epochs, tune_set):

@@ -19,7 +19,8 @@ import anyio
 import click
 from click.core import ParameterSource
 
-from riskrank_jax.cli.options import cache_dir_option, encoder_option, risk_head_option, trust_annotations_option
+from riskrank_jax.cli.options import (cache_dir_option, encoder_option, intent_options, risk_head_option,
+                                      trust_annotations_option)
 from riskrank_jax.cli.pins import state_dir_option
 from riskrank_jax.errors import ConfigError
 
@@ -106,14 +107,7 @@ def _http_options(command):
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A ranker saved by `riskrank-jax fit`, used while the tools match the ones it was fitted to.")
-@click.option("--intent/--no-intent", default=None,
-              help="Weigh each tool's risk penalty by what the request asks for: a tool that sends, deletes, runs "
-                   "code or moves money ranks lower for a request that did not ask for it, and search_tools says "
-                   "what the request was read as asking. Default: on.")
-@click.option("--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
-              help="Hold back (rank last) a tool with a must-confirm effect (sending, deleting, secrets, code, "
-                   "money) whose share not asked for by the request reaches SHARE; 0 turns it off. Default 0.75: "
-                   "only for requests that ask for no change (docs/serve.md).")
+@intent_options("0.75, only for requests that ask for no change (docs/serve.md)")
 @state_dir_option
 @trust_annotations_option
 @risk_head_option
