@@ -207,22 +207,6 @@ def test_read_request_returns_read_tools_and_holds_back_delete(stdio_gateway):
     assert row["risk_level"] >= 4 and row["call"] == "needs confirmation" and "destructive" in row["risk_source"]
 
 
-def test_search_says_what_the_request_asks_and_holds_back_what_it_did_not_ask_for(stdio_gateway):
-    """The gateway's defaults (intent on, hold-back GATEWAY_HOLD_BACK): a read request's money tool is held back,
-    ranked last, and search_tools says why in the gateway's words and what the request was read as asking."""
-    r = stdio_gateway.call("search_tools", {"query": "what's the balance on my account", "k": 2})
-    res = r.structured_content
-    assert res["request"]["asks"] == "the request only reads"
-    assert all(set(v) == {"need", "source"} for v in res["request"]["effects"].values())
-    held = {h["name"]: h for h in res["held_back"]}["payments.transfer_money"]
-    assert held["held_by"] == "intent hold-back" and held["server"] == "payments" and held["risk_level"] >= 4
-    assert held["reason"].startswith("held back: ") and "moves money" in held["reason"]
-    assert "; the request only reads; risk level" in held["reason"]
-    text = r.content[0].text.splitlines()
-    assert text[1] == "read as: the request only reads"
-    assert any(x.startswith("held back: payments.transfer_money — ") and x.count("held back") == 1 for x in text)
-
-
 def test_delete_is_refused_at_the_default_policy_and_never_reaches_the_server(stdio_gateway):
     stdio_gateway.answer = "decline"
     r = stdio_gateway.call("call_tool", {"name": "files.delete_file", "arguments": {"path": "report.md"}})
@@ -490,6 +474,36 @@ def test_registry_files_only_serve_search_with_tool_references(tmp_path, encoder
     assert call.is_error and "registry file" in call.content[0].text
     assert bad_k.is_error and "k must be in 1..50" in bad_k.content[0].text
     assert blank.is_error and "query 1 is empty" in blank.content[0].text
+
+
+def test_search_says_what_the_request_asks_and_why_a_tool_is_held_back(tmp_path, encoder):
+    """rank.intent and rank.intent_hold_back reach the served ranker; search_tools says what the request was read
+    as asking and, in the gateway's words, which effects of each held-back tool it did not ask for; with
+    rank.intent false there is no reading and nothing is held back by intent."""
+    from riskrank_jax.serve.config import GatewaySettings
+
+    config = GatewaySettings(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
+    options = {"runtime.cache_dir": str(tmp_path), "runtime.state_dir": str(tmp_path / "state"),
+               "rank.intent_hold_back": 0.75}
+
+    async def body(client):
+        return await client.call_tool("search_tools", {"query": "show me the recent commits", "k": 5})
+
+    found, gw = _in_process(config, options, encoder, body)
+    assert gw.catalog.ranker.config.intent and gw.catalog.ranker.config.intent_hold_back == 0.75
+    res = found.structured_content
+    assert res["request"]["asks"] == "the request only reads"
+    assert all(set(v) == {"need", "source"} for v in res["request"]["effects"].values())
+    push = {h["name"]: h for h in res["held_back"]}["mcp_tools.git_push"]
+    assert push["held_by"] == "intent hold-back" and push["risk_level"] >= 4 and push["server"] is None
+    assert push["reason"].startswith("held back: ")
+    assert "sends to others; the request only reads; risk level" in push["reason"]
+    text = found.content[0].text.splitlines()
+    assert text[1] == "read as: the request only reads"
+    assert any(x.startswith("held back: mcp_tools.git_push — ") and x.count("held back") == 1 for x in text)
+    off, gw = _in_process(config, {**options, "rank.intent": False}, encoder, body)
+    assert not gw.catalog.ranker.config.intent and off.structured_content["request"] is None
+    assert all(h["held_by"] == "risk penalty" for h in off.structured_content["held_back"])
 
 
 def test_expose_filtered_lists_downstream_tools_minus_risky_ones(tmp_path, encoder):

@@ -190,10 +190,11 @@ def _must_confirm(t: dict) -> bool:
 
 
 def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_tools(gateway):
-    """The gateway's defaults (intent on, hold-back 0.75) over the published servers: the read requests' top 5s
-    show at most one must-confirm tool where the request is read as a read (measured: none; 15 in all with
-    --no-intent, 7 with --intent-hold-back 0), every write request still gets the tool it needs, and
-    search_tools says what each request was read as asking and why each tool was held back."""
+    """The gateway's defaults (intent on, hold-back 0.99) over the published servers: the read requests' top 5s
+    show at most one must-confirm tool where the request is read as a read (measured: one, sqlite.append_insight,
+    a local write the hold-back never takes; 6 in all, 15 with --no-intent, 10 with --intent-hold-back 0), every
+    write request still gets the tool it needs, and search_tools says what each request was read as asking and
+    why each tool was held back."""
     url, _ = gateway
 
     async def body(c):
@@ -208,8 +209,8 @@ def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_to
     assert sum(len(must[q]) for q in read_as_read) <= 1, must
     # read as a change (the intent stage's misreadings, docs/serve.md): "which tables does the database have" and
     # "what's different between my working tree and the last commit" (the intent model), "what were the replies
-    # in the thread about the outage" (the keyword "replies"); the must-confirm tools left are theirs
-    assert len(read_as_read) >= len(READ_REQUESTS) - 3 and sum(map(len, must.values())) <= 5, must
+    # in the thread about the outage" (the keyword "replies"); the must-confirm tools left but one are theirs
+    assert len(read_as_read) >= len(READ_REQUESTS) - 3 and sum(map(len, must.values())) <= 6, must
     for q, tool in WRITE_REQUESTS.items():
         names = [t["name"] for t in found[q]["tools"]]
         assert (tool in names) != (q in RELEVANCE_MISSES), (q, names)  # a miss fixed: take it off the list

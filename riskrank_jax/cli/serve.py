@@ -107,7 +107,7 @@ def _http_options(command):
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A ranker saved by `riskrank-jax fit`, used while the tools match the ones it was fitted to.")
-@intent_options("0.75, only for requests that ask for no change (docs/serve.md)")
+@intent_options("0.99: only a tool the request asked for next to none of (docs/serve.md)")
 @state_dir_option
 @trust_annotations_option
 @risk_head_option

@@ -93,12 +93,14 @@ class Limits:
 LIMIT_KEYS = {f.name for f in fields(Limits)}
 
 
-# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off). A tool's
-# unasked share is 1 − a + a·intent_specific·mismatch, a the request's highest need: with intent_specific 0.5 it
-# reaches 0.75 only when a ≤ 0.5, a request that asks for no change ("the request only reads"), so a changing
-# request keeps its tools. Chosen on the published servers (docs/serve.md, tests/test_serve_published.py): every
-# value in 0.54..0.89 keeps each write request's tool and shows no must-confirm tool to a request read as a read.
-GATEWAY_HOLD_BACK = 0.75
+# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off), chosen through
+# the gateway over the published servers (docs/serve.md, tests/test_serve_published.py): 0.985 is the smallest value
+# at which every write request keeps the tool it gets with intent off, and 0.985..0.99 show the read requests the
+# fewest must-confirm tools (6; 10 with the hold-back off, 15 with intent off). With the ranker's intent_specific 1
+# a tool's unasked share is 1 − a·(1 − mismatch), so 0.99 holds back a must-confirm tool only when the request
+# asked for next to none of it (a·(1 − mismatch) ≤ 0.01). Lower values cost write requests their tools: a
+# held-back tool's score, λ·risk·1e4 below the rest, reaches its graph neighbours through the smoothing.
+GATEWAY_HOLD_BACK = 0.99
 
 
 @dataclass(frozen=True)
