@@ -85,10 +85,10 @@ def test_exposure_weight_holds_back_what_was_not_asked_for():
     w = np.asarray(intent.exposure_weight(need, eff, 8.0, 1.0, 0.5))
     np.testing.assert_allclose(w[0], [1.0, 9.0, 9.0, 9.0])
     np.testing.assert_allclose(w[1], [1.0, 0.0, 0.0, 5.0 - 0.5])
-    held = np.asarray(intent.exposure_weight(need, eff, 8.0, 1.0, 0.5, 0.75))
-    # held back: must-confirm tools (sends, deletes) of the read request; the local write only pays its weight
-    assert held[0].tolist() == [1.0, intent.HOLD_WEIGHT, 9.0, intent.HOLD_WEIGHT]
-    assert held[1].tolist() == w[1].tolist()
+    # held back: the must-confirm tools (sends, deletes) of the read request only; a local write never
+    held = np.asarray(intent.held_back(need, eff, 0.75))
+    assert held.tolist() == [[False, True, False, True], [False] * 4, [False] * 4]
+    assert not np.asarray(intent.held_back(need, eff, 0.0)).any()
 
 
 def test_request_needs_sources_and_agreement_never_makes_a_read_a_write():
@@ -199,3 +199,17 @@ def test_ranker_intent_stage_holds_back_a_send_tool_from_a_read_request_and_keep
     assert not {"post_message", "delete_channel"} & set(top(held, read))
     assert top(held, send)[0] == "post_message"
     assert "delete_channel" not in top(held, send)  # deleting was not asked for
+    # explained in one walk: what the request was read as, and why each tool is held back
+    from riskrank_jax.rank.explain import search_explained
+
+    hits, back, request = search_explained(held, read, 3)
+    assert [h.name for h in hits] == top(held, read) and request["asks"] == "the request only reads"
+    reasons = {b["name"]: (b["held_by"], b["reason"].split(";")[0]) for b in back}
+    assert reasons["post_message"] == ("intent hold-back", "held back: changes data, sends to others")
+    # the graph does not carry a held-back tool's offset to its neighbours: held tools rank last, the others
+    # score as with the hold-back off
+    full = held.scores(held.encode_queries([read]), [read]).total[0]
+    free = base.with_config(dataclasses.replace(base.config, intent=True)).scores(
+        held.encode_queries([read]), [read]).total[0]
+    is_held = np.asarray(full) < -intent.HOLD_OFFSET / 2
+    assert is_held.sum() == 2 and np.allclose(np.asarray(full)[~is_held], np.asarray(free)[~is_held])

@@ -93,34 +93,22 @@ def _reason(ranker, t: int, rank_at_zero: int, k: int, why: str | None, held_by:
     return (f"{why}; " if why else "") + f"risk level {lvl} ({src}): #{rank_at_zero} on relevance alone, {moved}"
 
 
-def _walk(ranker, query: str, k: int, q_emb):
-    """(ids [k], total [k], relevance [k], the ids at λ = 0 [k], RequestNeeds or None, the intent weight [N] or
-    None) of one request: the walk of ``stages.ranked_with_scores(..., also_at_lambdas=(0.0,))`` — the first
-    stage, the request stages and the intent stage once, then the risk, graph and top-k stages at λ and at
-    λ = 0 — keeping what the request was read as asking (``stages.request_needs`` of the same first-stage
-    scores: its keywords and the intent model read again, well under a millisecond, nothing ranked twice)."""
-    p, c = ranker.prepared, ranker.config
-    q, first, n_q = stages.stage_inputs(p, c, q_emb, [query], ranker.encoder)
-    needs = stages.request_needs(p, c, [query], first) if c.intent else None
-    weight = stages.intent_stage(p, c, [query], first)
-    ids, total, rel = (np.asarray(x)[:n_q] for x in stages._top_with_scores(p, c, q, first, k, weight))
-    at_zero = np.asarray(stages._top_with_scores(p, dataclasses.replace(c, lam=0.0), q, first, k, weight)[0])
-    return ids, total, rel, at_zero[:n_q], needs, None if weight is None else np.asarray(weight)[0]
-
-
 def search_explained(ranker, query: str, k: int) -> tuple[list, list[dict], dict | None]:
     """(hits, held back, request) for one request: ``rank_queries``' ToolHits; per tool held back (in the top k
     at λ = 0, not now; risky, or with an effect the request did not ask for) {"index", "name", "risk_level",
     "risk_source", "rank_at_lambda_0", "held_by", "reason"}; and what the request was read as asking
-    (``request_view``; None without intent). One walk down the stages (``_walk``). What a search seam (the
-    gateway, the framework adapters) returns."""
+    (``request_view``; None without intent). One walk down the stages (``stages.walk``, also at λ = 0). What a
+    search seam (the gateway, the framework adapters) returns."""
     check_queries([query])
     k = ranker.checked_k(k)
-    ids, total, rel, at_zero, needs, weight = _walk(ranker, query, k, ranker.encode_queries([query]))
-    hits = make_hits(ids, total, rel, ranker.tool_names, ranker.risk_levels, ranker.risk_source, None)[0]
+    w = stages.walk(ranker.prepared, ranker.config, ranker.encode_queries([query]), [query], k, ranker.encoder,
+                    also_at_lambdas=(0.0,))
+    hits = make_hits(w.ids, w.total, w.relevance, ranker.tool_names, ranker.risk_levels, ranker.risk_source,
+                     None)[0]
+    needs = None if w.intent is None else w.intent.needs
     held = []
-    for t, rank_at_zero, why in _held_candidates(ranker, at_zero[0], ids[0], needs):
-        by = HOLD_BACK if weight is not None and weight[t] >= intent.HOLD_WEIGHT else PENALTY
+    for t, rank_at_zero, why in _held_candidates(ranker, w.more[0][0], w.ids[0], needs):
+        by = HOLD_BACK if w.intent is not None and w.intent.held[0, t] else PENALTY
         held.append({"index": t, "name": ranker.tool_names[t], "risk_level": int(ranker.risk_levels[t]),
                      "risk_source": ranker.risk_source[t], "rank_at_lambda_0": rank_at_zero, "held_by": by,
                      "reason": _reason(ranker, t, rank_at_zero, k, why, by)})
@@ -133,15 +121,15 @@ def search_with_held_back(ranker, query: str, k: int) -> tuple[list, list[dict]]
     return hits, held
 
 
-def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule, needs, weight) -> list[dict]:
+def _held_back(ranker, q_emb, query, k, ids, parts, final_pos, before_rule, needs, held) -> list[dict]:
     zero = dataclasses.replace(ranker.config, lam=0.0)  # the same prepared inputs, ranked at λ = 0
     at_zero = stages.ranked(ranker.prepared, zero, q_emb, [query], k, ranker.encoder)[0]
     out = []
     for t, rank_at_zero, reason in _held_candidates(ranker, at_zero, list(ids), needs):
-        pen = float(parts.risk_penalty[t])
-        by = HOLD_BACK if weight is not None and weight[t] >= intent.HOLD_WEIGHT else PENALTY
+        by = HOLD_BACK if held is not None and held[t] else PENALTY
+        pen = float(parts.risk_penalty[t]) - (intent.HOLD_OFFSET if by == HOLD_BACK else 0.0)  # λ·risk·w alone
         if by == HOLD_BACK:
-            why = f"the intent hold-back ranked it last (−λ·risk·w = {-pen:+.3f}, #{int(before_rule[t])})"
+            why = f"the intent hold-back ranked it last (#{int(before_rule[t])}; the request asks for no change)"
         elif before_rule[t] > k:
             why = f"−λ·risk = {-pen:+.3f} moved it below the top {k} (to #{int(before_rule[t])} before any filter)"
         else:
@@ -161,9 +149,8 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
     q_emb = ranker.encode_queries([query])
     first = ranker.first_stage_scores(q_emb, [query])  # [1, N], after the request stages
     c, p = ranker.config, ranker.prepared
-    needs = stages.request_needs(p, c, [query], first) if c.intent else None
-    weight = stages.intent_stage(p, c, [query], first)
-    weight = None if weight is None else np.asarray(weight)[0]
+    it = stages.intent_stage(p, c, [query], first)
+    needs, held = (None, None) if it is None else (it.needs, np.asarray(it.held)[0])
     first = first[0]
     parts = ranker.scores(q_emb, [query])
     parts = parts._make(np.asarray(x)[0] for x in parts)  # each [N]
@@ -185,7 +172,7 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
                        "intent_hold_back": c.intent_hold_back},
             "request": request_view(needs), "tools": tools,
             "held_back": _held_back(ranker, q_emb, query, k, ids.tolist(), parts, final_pos, before_rule, needs,
-                                    weight)}
+                                    held)}
 
 
 def _request_stages(ranker, query: str) -> dict:

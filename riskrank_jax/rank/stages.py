@@ -9,11 +9,13 @@ The stages, in the order a request meets them (each a function of this module):
 
     first stage      cosine | BM25 | hybrid fusion of the request          ``first_stage_scores``   [Q, N]
     request stages   server context, multi-step (the request's steps)      ``request_stages``       [Q, N]
-    intent           what the request asks for, the exposure weight        ``intent_stage``         [Q, N]
+    intent           what the request asks for, the exposure weight        ``intent_stage``         [Q, N] x 2
+                     and the tools held back
     risk             relevance (the head's f_rel, else the first stage)    ``risk_stage``           [Q, N] x 3
                      and relevance − λ·risk (· the intent weight)
     candidates       the first stage's top n_candidates (when set)          ``candidate_stage``      [Q, C]
     graph            ToolGraph smoothing, full pool or candidates           ``graph_stage``          [Q, N] | [Q, C]
+    hold             held-back tools below every other (intent policy)      ``hold_stage``           [Q, N] | [Q, C]
     filter, top k    descending order, the rule filter, the first k         ``top_k`` / ``candidate_top_k``
 
 ``Prepared`` holds what the stages reuse across requests, derived from the registry's arrays alone (never from the
@@ -80,7 +82,7 @@ class Prepared:
     tool_server: np.ndarray | None
     server_emb: np.ndarray | None
     index: dict
-    effects: np.ndarray | None
+    effects: np.ndarray
     source: dict
 
     @property
@@ -276,17 +278,44 @@ def request_needs(p: Prepared, config, q_texts, first) -> intent.RequestNeeds:
     return intent.request_needs(texts, learned, agree, config.intent_agreement)
 
 
-def intent_stage(p: Prepared, config, q_texts, first):
-    """float32 [B, N]: the exposure weight (``retrieve.intent.exposure_weight``) of the requests ``q_texts`` (Q
-    of them) against the tools' effects, padded with weight-1 rows to first's B rows; None without intent."""
+class IntentStage(NamedTuple):
+    """What the intent stage gives the stages after it: needs, what the Q requests were read as asking
+    (``retrieve.intent.RequestNeeds``); weight float32 [B, N], the exposure weight λ·f_risk is multiplied by;
+    held bool [B, N], the tools held back (ranked last, after the graph). Padding rows: weight 1, nothing held."""
+
+    needs: intent.RequestNeeds
+    weight: jax.Array
+    held: jax.Array
+
+
+def intent_stage(p: Prepared, config, q_texts, first) -> IntentStage | None:
+    """The intent stage of the requests ``q_texts`` (Q of them) against the tools' effects, padded to first's B
+    rows (``retrieve.intent.exposure_weight``, ``held_back``); None without intent."""
     if not config.intent:
         return None
     if q_texts is None:
         raise RankerError("intent needs the request texts, one per query embedding")
     needs = request_needs(p, config, q_texts, first)
+    pad = ((0, first.shape[0] - needs.need.shape[0]), (0, 0))
     w = np.asarray(intent.exposure_weight(needs.need, p.effects, config.intent_strength, config.intent_relief,
-                                          config.intent_specific, config.intent_hold_back))
-    return jnp.asarray(np.pad(w, ((0, first.shape[0] - w.shape[0]), (0, 0)), constant_values=1.0))
+                                          config.intent_specific))
+    held = np.asarray(intent.held_back(needs.need, p.effects, config.intent_hold_back))
+    return IntentStage(needs, jnp.asarray(np.pad(w, pad, constant_values=1.0)),
+                       jnp.asarray(np.pad(held, pad, constant_values=False)))
+
+
+def _weight(it: IntentStage | None):
+    return None if it is None else it.weight
+
+
+def hold_stage(config, scores, it: IntentStage | None, cand=None):
+    """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) less ``HOLD_OFFSET`` where the intent stage
+    holds a tool back: below every other tool, in their own order. After the graph, so a held-back tool's
+    neighbours keep their scores. Unchanged without intent, and at λ = 0 (the hold-back is part of the penalty)."""
+    if it is None or config.lam == 0:
+        return scores
+    held = it.held if cand is None else jnp.take_along_axis(it.held, cand, axis=-1)
+    return jnp.where(held, scores - intent.HOLD_OFFSET, scores)
 
 
 # ---------------------------------------------------------------------------------------------- risk, graph
@@ -379,59 +408,85 @@ def _scattered(base, cand, values):
 
 def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     """ScoreParts of Q queries (q_emb float [Q, d]; q_texts for BM25, hybrid and multi-step), each [Q, N]; with
-    n_candidates the tools beyond the candidates score −inf in total and 0 in graph."""
+    n_candidates the tools beyond the candidates score −inf in total and 0 in graph. A tool the intent stage holds
+    back carries ``HOLD_OFFSET`` in its risk penalty."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
-    weight = intent_stage(p, config, q_texts, first)
+    it = intent_stage(p, config, q_texts, first)
+    held = 0.0 if it is None or config.lam == 0 else intent.HOLD_OFFSET * it.held
     if config.n_candidates is None:
-        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, weight)
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
         total = graph_stage(p, config, pen)
-        parts = ScoreParts(rel, risk_penalty, total - pen, total)
+        parts = ScoreParts(rel, risk_penalty + held, total - pen, hold_stage(config, total, it))
     else:
-        rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first, weight)
-        total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
+        rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first, _weight(it))
+        total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, hold_stage(config, cs, it, cand))
         graph = _scattered(jnp.zeros_like(pen), cand, cs - stacked.gather_candidates(pen, cand))
-        parts = ScoreParts(rel, risk_penalty, graph, total)
+        parts = ScoreParts(rel, risk_penalty + held, graph, total)
     return ScoreParts(*(x[:n_q] for x in parts))
 
 
 def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
-    weight = intent_stage(p, config, q_texts, first)
+    it = intent_stage(p, config, q_texts, first)
     if config.n_candidates is None:
-        _, _, pen = risk_stage(p.device, q, first, config, weight)
-        ids = top_k(p.device, graph_stage(p, config, pen), config, k)
+        _, _, pen = risk_stage(p.device, q, first, config, _weight(it))
+        ids = top_k(p.device, hold_stage(config, graph_stage(p, config, pen), it), config, k)
     else:
-        _, _, _, cs, cand = candidate_stage(p, config, q, first, weight)
-        ids = candidate_top_k(p.device, cs, cand, first, config, k)
+        _, _, _, cs, cand = candidate_stage(p, config, q, first, _weight(it))
+        ids = candidate_top_k(p.device, hold_stage(config, cs, it, cand), cand, first, config, k)
     return np.asarray(ids[:n_q])
 
 
-def _top_with_scores(p: Prepared, config, q, first, k: int, weight=None):
+def _top_with_scores(p: Prepared, config, q, first, k: int, it: IntentStage | None):
     """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N] and the
-    intent weight [B, N] (or None): the risk, candidate, graph, filter and top-k stages of ``config``."""
+    intent stage (or None): the risk, candidate, graph, hold, filter and top-k stages of ``config``."""
     if config.n_candidates is None:
-        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, weight)
-        ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, graph_stage(p, config, pen), config, k)
+        rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
+        total = hold_stage(config, graph_stage(p, config, pen), it)
+        ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, total, config, k)
         return ids, parts.total, parts.relevance
-    rel, _, pen, cs, cand = candidate_stage(p, config, q, first, weight)
+    rel, _, pen, cs, cand = candidate_stage(p, config, q, first, _weight(it))
+    cs = hold_stage(config, cs, it, cand)
     ids = candidate_top_k(p.device, cs, cand, first, config, k)
     total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
     return ids, jnp.take_along_axis(total, ids, -1), jnp.take_along_axis(rel, ids, -1)
 
 
-def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=()) -> tuple:
-    """(ids int32 [Q, k], total [Q, k], relevance [Q, k]) as numpy: the top k under ``config`` and their scores;
-    then, for each λ of ``also_at_lambdas``, the ids [Q, k] under ``config`` at that λ. One walk: the first stage
-    and the request stages (which λ does not change) run once for all of them."""
+class Walk(NamedTuple):
+    """One walk down the stages for Q requests: ids int32 [Q, k], total [Q, k], relevance [Q, k] (numpy); more:
+    the ids [Q, k] at each λ of ``also_at_lambdas``; intent: the intent stage (its weight and held rows cut to
+    Q), None without intent."""
+
+    ids: np.ndarray
+    total: np.ndarray
+    relevance: np.ndarray
+    more: tuple
+    intent: IntentStage | None
+
+
+def walk(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=()) -> Walk:
+    """The top k under ``config`` with their scores, the top k at each λ of ``also_at_lambdas``, and what the
+    intent stage read: the first stage, the request stages and the intent stage (which λ does not change) run
+    once for all of them."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
-    weight = intent_stage(p, config, q_texts, first)
-    out = _top_with_scores(p, config, q, first, k, weight)
-    more = [_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, weight)[0]
-            for lam in also_at_lambdas]
-    return tuple(np.asarray(x)[:n_q] for x in (*out, *more))
+    it = intent_stage(p, config, q_texts, first)
+    out = _top_with_scores(p, config, q, first, k, it)
+    more = tuple(np.asarray(_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, it)[0])[:n_q]
+                 for lam in also_at_lambdas)
+    if it is not None:
+        it = it._replace(weight=np.asarray(it.weight)[:n_q], held=np.asarray(it.held)[:n_q])
+    return Walk(*(np.asarray(x)[:n_q] for x in out), more, it)
+
+
+def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=()) -> tuple:
+    """(ids int32 [Q, k], total [Q, k], relevance [Q, k], *the ids [Q, k] at each λ of ``also_at_lambdas``) as
+    numpy: ``walk`` without the intent stage's reading."""
+    w = walk(p, config, q_emb, q_texts, k, encoder, also_at_lambdas)
+    return (w.ids, w.total, w.relevance, *w.more)
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "stage_inputs", "intent_stage", "request_needs", "risk_stage", "graph_stage", "candidate_stage", "top_k",
-           "top_k_with_parts", "candidate_top_k", "score_parts", "ranked", "ranked_with_scores", "needs_bm25"]
+           "server_context_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs", "hold_stage",
+           "risk_stage", "graph_stage", "candidate_stage", "top_k", "top_k_with_parts", "candidate_top_k",
+           "score_parts", "ranked", "Walk", "walk", "ranked_with_scores", "needs_bm25", "text_effects"]

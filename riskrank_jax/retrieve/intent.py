@@ -24,11 +24,15 @@ Exposure by intent: a tool's penalty λ·f_risk is multiplied by
 
     w(q, t) = 1 + strength · unasked(q, t) − relief · asked(q, t)
 
-with unasked(q, t) = max over t's effects e of (1 − cover(q, e)) and asked = 1 − unasked for a tool with effects
-(0 for a tool without). cover(q, e) is need(q, e), except that a local write is covered by any effect the
+with unasked(q, t) = (1 − any(q)) + any(q) · specific · max over t's effects e of (1 − cover(q, e)) for a tool with
+effects (0 for a tool without), any(q) the request's highest need, and asked = 1 − unasked for a tool with
+effects (0 for a tool without). cover(q, e) is need(q, e), except that a local write is covered by any effect the
 request asks for (sending, deleting, paying all change something). A tool of a read request that can send is
-pushed down by about (1 + strength)·λ·f_risk; the delete tool of a delete request by (1 − relief)·λ·f_risk. λ
-keeps its meaning as the overall strength (strength = relief = 0 is the plain penalty).
+pushed down by (1 + strength)·λ·f_risk; the send tool of a send request by (1 − relief)·λ·f_risk; its delete tool
+by (1 + specific·strength)·λ·f_risk. λ keeps its meaning as the overall strength (strength = relief = 0 is the
+plain penalty).
+
+Held back (``held_back``, by policy): a tool with a must-confirm effect, for a request that asks for no change.
 
 Why effects, not levels: the level says how dangerous a tool is; only the effects say whether this request asked
 for that danger.
@@ -54,7 +58,7 @@ ASK_WORDS = {"local_write": "change data", "destructive": "delete", "public_sink
 KEYWORD_CONFIDENCE = 0.9
 AGREEMENT_TOP = 3
 ASKED = 0.5  # a need at or above this counts as asked in explanations
-HOLD_WEIGHT = 1e4  # the weight of a held-back tool: λ·f_risk·1e4 is below any relevance
+HOLD_OFFSET = 1e4  # what a held-back tool's score loses: below every tool that is not held back
 
 _W = r"(?:a|an|the|this|that|my|our|your|their|some|all|these|those|it|them)"
 # Request phrasings per effect (lower-cased words separated by single spaces, ``normalise_request``).
@@ -76,8 +80,9 @@ REQUEST_KEYWORDS: dict[str, tuple[str, ...]] = {
         r"\b(?:make|keep) a (?:note|record|copy|folder|file|directory)\b",
     ),
     "public_sink": (
-        r"\b(?:send|sends|sending|e ?mail|tweet|retweet|broadcast|announce|notify|forward|invite|publish|"
-        r"deploy|merge|dm|reply|replies|respond)\b",
+        r"\b(?:send|sends|sending|tweet|retweet|broadcast|announce|notify|forward|invite|publish|deploy|merge)\b",
+        r"^(?:please )?e ?mail\b", r"\be ?mail (?:it|this|that|them|him|her|everyone|the team|to)\b",
+        r"\b(?:reply|respond|answer) (?:to|in|on|with|that|saying)\b",
         rf"\b(?:post|share|push|message|text|comment|ping|tell|inform|alert) {_W}\b",
         r"\b(?:post|share|push|comment) (?:to|on|in)\b",
         r"\b(?:open|create|file|submit|raise|leave) (?:a |an )?(?:new )?(?:issue|pull request|pr|ticket|review|"
@@ -249,17 +254,24 @@ def unasked(need, effects, specific):
 
 
 @jax.jit
-def exposure_weight(need, effects, strength, relief, specific, hold_back=0.0):
+def exposure_weight(need, effects, strength, relief, specific):
     """float32 [Q, N]: w = 1 + strength · unasked − relief · asked (module docstring), what λ·f_risk [N] is
-    multiplied by. need [Q, E]; effects [N, E] (0/1); strength, relief, specific ≥ 0 (scalars). hold_back > 0:
-    a tool with a must-confirm effect (any but a local write) and unasked ≥ hold_back gets ``HOLD_WEIGHT``
-    instead, which puts it below every tool of the registry (held back, whatever λ)."""
+    multiplied by. need [Q, E]; effects [N, E] (0/1); strength, relief, specific ≥ 0 (scalars)."""
     u = unasked(need, effects, specific)
+    has = jnp.any(jnp.asarray(effects) > 0, axis=-1)[None, :]
+    return 1.0 + strength * u - relief * jnp.where(has, 1.0 - u, 0.0)
+
+
+@jax.jit
+def held_back(need, effects, hold_back):
+    """bool [Q, N]: the tools held back for each request — a tool with a must-confirm effect (any but a local
+    write) when the request asks for no change: 1 − any(q) ≥ hold_back (0: none held back). need [Q, E], effects
+    [N, E] (0/1). Read requests never see delete, send, secret, code or money tools; a request that asks for one
+    change still sees the tools of another (the exposure weight pushes those down)."""
+    reads = 1.0 - _cover(jnp.asarray(need, jnp.float32))[:, EFFECTS.index("local_write")]  # [Q]
     eff = jnp.asarray(effects) > 0
-    has = jnp.any(eff, axis=-1)[None, :]
-    w = 1.0 + strength * u - relief * jnp.where(has, 1.0 - u, 0.0)
-    must = jnp.any(eff & (jnp.arange(len(EFFECTS)) != EFFECTS.index("local_write")), axis=-1)[None, :]
-    return jnp.where((hold_back > 0) & must & (u >= hold_back), HOLD_WEIGHT, w)
+    must = jnp.any(eff & (jnp.arange(len(EFFECTS)) != EFFECTS.index("local_write")), axis=-1)  # [N]
+    return (hold_back > 0) & (reads[:, None] >= hold_back) & must[None, :]
 
 
 def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
@@ -274,4 +286,4 @@ def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
 
 __all__ = ["EFFECTS", "EFFECT_WORDS", "REQUEST_KEYWORDS", "KEYWORD_CONFIDENCE", "AGREEMENT_TOP", "RequestNeeds",
            "normalise_request", "keyword_needs", "tool_effects", "agreement", "request_needs", "unasked",
-           "exposure_weight", "held_back_reason"]
+           "exposure_weight", "held_back", "held_back_reason", "HOLD_OFFSET"]
