@@ -19,7 +19,7 @@ Folders, in layer order (an import goes only to the same folder or to one below 
     rank/         ``Ranker`` and the stacked pipeline: score, penalise, smooth, rank, rule filter, explain, fit
     registry/     user tool lists (MCP, OpenAI, Anthropic, plain, BEIR) and each tool's assessed risk
     model/        dual heads, vectorised training, checkpoints, correction reranker, stand-alone risk head
-    retrieve/     first stages: BM25, dense cosine, their hybrid fusion
+    retrieve/     first stages: BM25, dense cosine, their hybrid fusion; what a request asks for (intent)
     graph/        ToolGraph construction and score smoothing over it
     encode/       frozen BERT-family sentence encoder and the on-disk embedding cache
     data/         benchmarks (demo, UltraTool, Seal-Tools) as plain arrays
@@ -32,11 +32,12 @@ From a command to a number:
     riskrank-jax rank FILE --query Q   cli/rank.py -> Ranker.from_registry (rank/ranker.py): registry.loader,
                                        encode.embedding_cache, registry.risk, graph.tool_graph; then
                                        rank_queries -> rank.stages, once down: first stage (retrieve.hybrid)
-                                       -> request stages -> risk (scoring.penalise) -> graph.smoothing -> rule
-                                       filter and top k -> ToolHit records (rank.tool_hits)
+                                       -> request stages -> intent (retrieve.intent, model.intent_model) ->
+                                       risk (scoring.penalise) -> graph.smoothing -> hold-back -> rule filter
+                                       and top k -> ToolHit records (rank.tool_hits)
     riskrank-jax serve --config C      cli/serve.py -> serve.config.GatewaySettings -> serve.gateway.Gateway:
                                        serve.downstream (MCP clients) -> serve.catalog (Ranker.from_registry
-                                       over their tools); search_tools -> rank.explain.search_with_held_back
+                                       over their tools); search_tools -> rank.explain.search_explained
                                        -> rank.stages; call_tool -> serve.policy.decide_call -> serve.audit ->
                                        the owning server
     python -m riskrank_jax.sweep       sweep.py: flags -> one experiments.config tree per benchmark ->

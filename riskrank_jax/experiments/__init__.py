@@ -11,6 +11,7 @@
     beyond.py      the beyond-paper families' steps (hybrid first stages, correction reranker, risk budget)
     tuned.py       the tuned-encoder families (ft_*): fine-tuning per seed x fold, gated against the frozen one
     cross.py       the cross-encoder rows (ce_*, opt-in) and the general-purpose reranker baselines
+    intent.py      the *_intent rows' inputs: the benchmark tools' effects, their requests' targets, intent models per fold
     evaluate.py    rankings and metrics of variants on one split (seeds x λ at once)
     report.py      results.json (every family) and the paper family's tables.md (calls figures.py: lambda_sweep,
                    tradeoff, pareto PNGs)

@@ -21,6 +21,7 @@
     cross_encoder_train.py the cross-encoder trained on a benchmark's queries and gated onto the first stage's
                    top candidates
     risk_head.py   the stand-alone risk head for user registries (ships `demo_minilm_head.npz`)
+    intent_model.py P(effect | request): the learned source of a request's needed effects (ships `intent_model.npz`)
 
 Why stacked params: one program trains and scores every model at once, and a model does not depend on its neighbours.
 """

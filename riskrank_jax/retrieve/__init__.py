@@ -7,6 +7,8 @@
     hybrid.py       BM25 and cosine fused per query as a weighted z-score sum; the weight chosen on labels
     steps.py        a request split into its steps (rules, no LLM) and the steps' scores fused into one list
     servers.py      the server as evidence (server context), and the server-first baselines (two-stage, MCP-Zero)
+    intent.py       what a request asks a tool to do (its needed effects, each with a source) and the exposure
+                    weight and hold-back that follow from it
 
 Why apart from rank/: these scores need no training and no risk, and both the sweep and the Ranker use them.
 """
