@@ -91,8 +91,9 @@ class RankConfig:
     − intent_relief for a tool whose effects the request asks for; what the request asks for comes from its
     words (keywords, the shipped intent model) and, with intent_agreement > 0, from the effects of the first
     stage's top 3 tools once its words ask for a change; intent_specific weighs a mismatch between a changing
-    request's effects and the tool's. intent_hold_back > 0 holds back (ranks last) every tool with a must-confirm
-    effect whose unasked share reaches it. Needs the tools' effects (a ranker built from a registry's dimensions).
+    request's effects and the tool's. intent_hold_back > 0 holds back (ranks last, after the graph) every tool with
+    a must-confirm effect for a request that asks for no change (its highest need at most 1 − intent_hold_back).
+    The tools' effects come from their dimension rows, else from their texts' keywords (docs/intent.md).
     """
 
     lam: float = 0.1
