@@ -183,17 +183,29 @@ WRITE_REQUESTS = {  # request -> the tool it needs
 # listing tools above filesystem.write_file, and sqlite.create_table / append_insight above sqlite.write_query.
 RELEVANCE_MISSES = {"create a file notes/todo.md with the list of chores for this week",
                     "add a row for the new customer Eve to the customers table"}
+# Read requests the intent stage reads as a change (docs/serve.md): the keyword "commit" (a noun here) and the
+# intent model (local_write 0.75).
+MISREAD_AS_CHANGE = {"what's different between my working tree and the last commit",
+                     "which tables does the database have"}
 
 
 def _must_confirm(t: dict) -> bool:
     return t["risk_level"] >= 4 or t["call"].startswith(("needs confirmation", "refused"))
 
 
+def _must_confirm_effect(t: dict) -> bool:
+    """Whether the tool has an effect the hold-back takes: any but a local write (retrieve.intent.tool_effects)."""
+    from riskrank_jax.retrieve.intent import tool_effects
+    return bool(tool_effects([t["dimensions"]])[0, 1:].any())
+
+
 def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_tools(gateway):
-    """The gateway's defaults (intent on, hold-back 0.99) over the published servers: the read requests' top 5s
-    show at most one must-confirm tool where the request is read as a read (measured: one, sqlite.append_insight,
-    a local write the hold-back never takes; 6 in all, 15 with --no-intent, 10 with --intent-hold-back 0), every
-    write request still gets the tool it needs, and search_tools says what each request was read as asking and
+    """The gateway's defaults (intent on, hold-back 0.5) over the published servers: every read request read as
+    a read has no tool with a must-confirm effect in its top 5 (measured: two must-confirm tools in all, both in
+    "how many rows are in the orders table", sqlite.create_table and append_insight, local writes the hold-back
+    never takes), the read requests' top 5s show 5 must-confirm tools in all (the other 3 in "which tables does
+    the database have", read as a change; 9 with --intent-hold-back 0, 15 with --no-intent), every write request
+    still gets the tool it gets with intent off, and search_tools says what each request was read as asking and
     why each tool was held back."""
     url, _ = gateway
 
@@ -206,11 +218,9 @@ def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_to
     found = _sdk(url, body)
     must = {q: [t["name"] for t in found[q]["tools"] if _must_confirm(t)] for q in READ_REQUESTS}
     read_as_read = [q for q in READ_REQUESTS if found[q]["request"]["asks"] == "the request only reads"]
-    assert sum(len(must[q]) for q in read_as_read) <= 1, must
-    # read as a change (the intent stage's misreadings, docs/serve.md): "which tables does the database have" and
-    # "what's different between my working tree and the last commit" (the intent model), "what were the replies
-    # in the thread about the outage" (the keyword "replies"); the must-confirm tools left but one are theirs
-    assert len(read_as_read) >= len(READ_REQUESTS) - 3 and sum(map(len, must.values())) <= 6, must
+    assert set(READ_REQUESTS) - set(read_as_read) == MISREAD_AS_CHANGE  # a misreading fixed: take it off the list
+    assert not [(q, t["name"]) for q in read_as_read for t in found[q]["tools"] if _must_confirm_effect(t)]
+    assert sum(len(must[q]) for q in read_as_read) <= 2 and sum(map(len, must.values())) <= 5, must
     for q, tool in WRITE_REQUESTS.items():
         names = [t["name"] for t in found[q]["tools"]]
         assert (tool in names) != (q in RELEVANCE_MISSES), (q, names)  # a miss fixed: take it off the list

@@ -113,8 +113,8 @@ def test_intent_leaves_from_the_file_and_the_flags(tmp_path):
     assert 0 < GATEWAY_HOLD_BACK < 1 and s.ranker_config().intent_hold_back == GATEWAY_HOLD_BACK
     assert s.ranker_config().lam == DEFAULT_REGISTRY_CONFIG.lam
     path = _write(tmp_path, {"mcpServers": {"a": {"command": "python"}},
-                             "rank": {"intent_hold_back": 0.5, "trust_annotations": True}})
-    assert read_config(path).rank.intent_hold_back == 0.5
+                             "rank": {"intent_hold_back": 0.7, "trust_annotations": True}})
+    assert read_config(path).rank.intent_hold_back == 0.7 != GATEWAY_HOLD_BACK
 
     def shown(*flags):
         r = CliRunner().invoke(cli, ["serve", "--config", path, *flags, "--show-config"])
@@ -122,7 +122,7 @@ def test_intent_leaves_from_the_file_and_the_flags(tmp_path):
         rank = json.loads(r.output)["rank"]
         return rank["intent"], rank["intent_hold_back"], rank["config"]["intent"], rank["config"]["intent_hold_back"]
 
-    assert shown() == (True, 0.5, True, 0.5)
+    assert shown() == (True, 0.7, True, 0.7)
     assert shown("--no-intent", "--intent-hold-back", "0") == (False, 0.0, False, 0.0)
     assert shown("--intent-hold-back", "0.9") == (True, 0.9, True, 0.9)
     r = CliRunner().invoke(cli, ["serve", "--config", path, "--show-config"])

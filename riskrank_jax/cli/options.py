@@ -42,7 +42,8 @@ def intent_options(hold_back_default: str):
     hold_back = click.option(
         "--intent-hold-back", type=click.FloatRange(0, 1), default=None, metavar="SHARE",
         help="Hold back (rank last) a tool with a must-confirm effect (sending, deleting, secrets, code, money) "
-             f"whose share not asked for by the request reaches SHARE; 0 turns it off. Default: {hold_back_default}.")
+             "for a request that asks for no change: one whose highest need of any effect is at most 1 − SHARE "
+             f"(0.5: the requests read as only reading); 0 turns it off. Default: {hold_back_default}.")
     return lambda command: intent(hold_back(command))
 
 

@@ -93,14 +93,18 @@ class Limits:
 LIMIT_KEYS = {f.name for f in fields(Limits)}
 
 
-# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off), chosen through
-# the gateway over the published servers (docs/serve.md, tests/test_serve_published.py): 0.985 is the smallest value
-# at which every write request keeps the tool it gets with intent off, and 0.985..0.99 show the read requests the
-# fewest must-confirm tools (6; 10 with the hold-back off, 15 with intent off). With the ranker's intent_specific 1
-# a tool's unasked share is 1 − a·(1 − mismatch), so 0.99 holds back a must-confirm tool only when the request
-# asked for next to none of it (a·(1 − mismatch) ≤ 0.01). Lower values cost write requests their tools: a
-# held-back tool's score, λ·risk·1e4 below the rest, reaches its graph neighbours through the smoothing.
-GATEWAY_HOLD_BACK = 0.99
+# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off): a tool with a
+# must-confirm effect is held back when the request asks for no change, 1 − (its highest need) ≥ this
+# (retrieve.intent.held_back). 0.5 holds back exactly for the requests search_tools reads as "the request only
+# reads" (every need < 0.5, intent.ASKED; at a need of exactly 0.5 both apply). Chosen through the gateway over the
+# published servers (docs/serve.md, tests/test_serve_published.py, 16 read and 12 write requests): of the values
+# that cannot hold back for a request read as a change (≥ 0.5), 0.5 … 0.78 keep every write request's tool (10 of
+# 12, as with intent off) and show the read requests' top 5s the fewest must-confirm tools (5; 9 with the
+# hold-back off, 15 with intent off), with identical results; 0.5 is the one whose rule the explanation states.
+# 0.79 … 0.9 show 6 (sqlite.read_query back for "how many rows are in the orders table", need 0.21), 0.99 the 9 of
+# the hold-back off; 0.2 … 0.25 show 3 only by holding back for "which tables does the database have", read as a
+# change (need 0.75); 0.1 costs 5 write requests (need 0.9) their tools.
+GATEWAY_HOLD_BACK = 0.5
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,9 @@ class RankSettings:
     ``fit``, served while the tools match the ones it was fitted to), trust_annotations (every server's MCP
     annotations may lower risk, not only ``policy.trusted_servers``'), intent (the intent stage: what the request
     asks for weighs each tool's risk penalty, ``retrieve.intent``), intent_hold_back (0: off; else a tool with a
-    must-confirm effect whose unasked share reaches it is held back, ranked last; GATEWAY_HOLD_BACK), config (the
-    zero-shot ranker's `RankConfig`; set from Python only, the file and flags leave it). The two intent leaves
-    apply to the ranker served, zero-shot or saved (``ranker_config``)."""
+    must-confirm effect is held back, ranked last, for a request that asks for no change: 1 − its highest need
+    reaches it; GATEWAY_HOLD_BACK), config (the zero-shot ranker's `RankConfig`; set from Python only, the file and
+    flags leave it). The two intent leaves apply to the ranker served, zero-shot or saved (``ranker_config``)."""
 
     encoder: str | None = None
     risk_head: str | None = None
