@@ -33,6 +33,9 @@ def _asked(text: str) -> set[str]:
     ("Create a file notes/todo.md listing the tasks", {"local_write"}),
     ("what did people say in the channel", set()),
     ("how many rows are in the orders table", set()),
+    ("what's different between my working tree and the last commit", set()),  # "commit", the noun
+    ("commit the staged changes with message 'fix'", {"local_write"}),
+    ("search the docs for 'delete account'", set()),  # quoted text is what to look for, not what to do
     # clauses that say what not to do ask for nothing
     ("Check my balance before I send Sam anything; don't move any money yet.", set()),
     ("Lint the Python in etl/loader.py, no need to execute it.", set()),
@@ -56,15 +59,17 @@ def _row(mutation, source="learned", **flags):
 
 
 def test_tool_effects_from_dimension_rows():
+    sql = {**_row("destructive", "spec default: unannotated", execution=True), "argument_rule": "sql:query"}
     eff = intent.tool_effects([_row("read"), _row("local_write"), _row("destructive", "keywords:delete"),
                                _row("destructive", "spec default: unannotated"),
-                               _row("read", public_sink=True, untrusted_content=True)])
+                               _row("read", public_sink=True, untrusted_content=True), sql])
     assert eff.tolist() == [
         [False] * 6,
         [True, False, False, False, False, False],
         [False, True, False, False, False, False],
         [True, False, False, False, False, False],  # a presumed destruction counts as a write here
         [False, False, True, False, False, False],  # untrusted content is a read, not an effect
+        [True, False, False, False, False, False],  # its SQL is judged per call: running code is not its effect
     ]
 
 
@@ -89,6 +94,9 @@ def test_exposure_weight_holds_back_what_was_not_asked_for():
     held = np.asarray(intent.held_back(need, eff, 0.75))
     assert held.tolist() == [[False, True, False, True], [False] * 4, [False] * 4]
     assert not np.asarray(intent.held_back(need, eff, 0.0)).any()
+    half = np.full((1, 6), 0.0, np.float32)
+    half[0, E["local_write"]] = intent.ASKED  # read as asking: never held to reading
+    assert not np.asarray(intent.held_back(half, eff, 0.5)).any()
 
 
 def test_request_needs_sources_and_agreement_never_makes_a_read_a_write():

@@ -134,3 +134,7 @@ def test_intent_leaves_from_the_file_and_the_flags(tmp_path):
         assert r.exit_code != 0 and "rank.intent_hold_back must be a number in 0..1" in r.output
     r = CliRunner().invoke(cli, ["serve", "--config", path, "--intent-hold-back", "1.5", "--show-config"])
     assert r.exit_code == 2
+    # --help states the gateway's default (written out there so that --help loads no ranker)
+    for command, said in (("serve", f"Default: {GATEWAY_HOLD_BACK}: "), ("rank", f"(the gateway's: {GATEWAY_HOLD_BACK})")):
+        out = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
+        assert said in out, out

@@ -99,7 +99,7 @@ def _hits_text(query: str, hits) -> str:
 @click.option("--server-context/--no-server-context", default=None,
               help="Use each tool's server (its source) as evidence: a tool of a server that matches the request, "
                    "or whose other tools do, ranks higher. Default: on (one source: no effect).")
-@intent_options("0, off (the gateway's: 0.99)")
+@intent_options("0, off (the gateway's: 0.5)")  # serve.config.GATEWAY_HOLD_BACK
 @trust_annotations_option
 @risk_head_option
 @cache_dir_option

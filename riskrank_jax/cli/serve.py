@@ -107,7 +107,7 @@ def _http_options(command):
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A ranker saved by `riskrank-jax fit`, used while the tools match the ones it was fitted to.")
-@intent_options("0.99: only a tool the request asked for next to none of (docs/serve.md)")
+@intent_options("0.5: the requests read as only reading (docs/serve.md)")  # serve.config.GATEWAY_HOLD_BACK
 @state_dir_option
 @trust_annotations_option
 @risk_head_option

@@ -73,11 +73,12 @@ REQUEST_KEYWORDS: dict[str, tuple[str, ...]] = {
     ),
     "local_write": (
         r"\b(?:create|creates|creating|add|adds|adding|write|writes|save|update|updates|updating|edit|modify|rename|"
-        r"insert|append|upsert|store|upload|install|commit|register|schedule|book|archive|assign|replace|"
+        r"insert|append|upsert|store|upload|install|register|schedule|book|archive|assign|replace|"
         r"enable|disable|reset|import|mkdir|bookmark|rearrange|reorder|restore|apply|patch|configure|fill in|"
         r"set up|change|changes|move|copy|record|mark|label|tag|note down)\b",
         rf"\b(?:set|put|make|log|fix|start|stop|restart|open|close|lock|unlock|mute|rate) {_W}\b",
         r"\b(?:make|keep) a (?:note|record|copy|folder|file|directory)\b",
+        r"^commit\b", r"\bcommit (?:the|my|these|this|all|it|them|changes|everything)\b",
     ),
     "public_sink": (
         r"\b(?:send|sends|sending|tweet|retweet|broadcast|announce|notify|forward|invite|publish|deploy|merge)\b",
@@ -113,16 +114,20 @@ _NEGATED = re.compile(
     r"\b(?:not|never|no need|dont|don t|do not|doesn t|won t|without|nor|before (?:i|we|anyone|you|they|someone)|"
     r"whether to|whether i|might|may later|later|yet|instead of|rather than|no changes?|read only|only read|"
     r"only look|just look|just show|just tell)\b")
+# quoted text is what a tool is to write or look for, not what the request asks it to do: "post 'deploy done' in #ops"
+_QUOTED = re.compile(r"\"[^\"]{0,200}\"|“[^”]{0,200}”|‘[^’]{0,200}’|(?<![A-Za-z])'[^']{1,200}'(?![A-Za-z])")
 _CLAUSE = re.compile(r"[.;,:!?()\n]+|\b(?:but|and then|then|so that|so)\b")
 
 
 def normalise_request(text: str) -> str:
     """Lower-cased words of a request separated by single spaces (identifiers split: "deleteRepo" -> "delete
-    repo"; "don't" -> "don t"), with "$", "€", "£" kept, and the clauses that say what not to do left out
+    repo"; "don't" -> "don t"), with "$", "€", "£" kept, quoted text left out ("post 'deploy done' in #ops" ->
+    "post in ops"), and the clauses that say what not to do left out
     from its first cue on ("check my balance before I send Sam anything; don't move any money yet" -> "check my
     balance"): what the keywords and the learned
     model's features read."""
     kept = []
+    text = _QUOTED.sub(" ", text)
     for clause in _CLAUSE.split(split_identifier(text).replace("-", " ").replace("'", " ").replace("’", " ")):
         words = " ".join(re.sub(r"[^a-z0-9$€£ ]+", " ", clause).split())
         cue = _NEGATED.search(words)
@@ -151,7 +156,9 @@ def tool_effects(rows) -> np.ndarray:
 
     A destructive mutation whose only evidence is the MCP specification's default for an unannotated or
     untrusted tool counts here as a local write: a write request covers it (its level and the gate's decision
-    stay what the dimensions say)."""
+    stay what the dimensions say). Running code is not an effect of a tool whose SQL argument the gateway judges
+    per call (``argument_rule`` "sql:…": a read-only query passes, a write asks), so "how many rows are in the
+    orders table" keeps its query tool."""
     out = np.zeros((len(rows), len(EFFECTS)), bool)
     for i, row in enumerate(rows):
         mutation, source = row["mutation"]["value"], row["mutation"]["source"] or ""
@@ -161,6 +168,8 @@ def tool_effects(rows) -> np.ndarray:
             out[i, EFFECTS.index("local_write")] = True
         for e in EFFECTS[2:]:
             out[i, EFFECTS.index(e)] = bool(row[e]["value"])
+        if (row.get("argument_rule") or "").startswith("sql:"):  # decided per call, on the query's text
+            out[i, EFFECTS.index("execution")] = False
     return out
 
 
@@ -265,13 +274,14 @@ def exposure_weight(need, effects, strength, relief, specific):
 @jax.jit
 def held_back(need, effects, hold_back):
     """bool [Q, N]: the tools held back for each request — a tool with a must-confirm effect (any but a local
-    write) when the request asks for no change: 1 − any(q) ≥ hold_back (0: none held back). need [Q, E], effects
+    write) when the request asks for no change: 1 − any(q) > hold_back (0: none held back). need [Q, E], effects
     [N, E] (0/1). Read requests never see delete, send, secret, code or money tools; a request that asks for one
-    change still sees the tools of another (the exposure weight pushes those down)."""
+    change still sees the tools of another (the exposure weight pushes those down). Strictly above: at hold-back
+    0.5 a request is held to reading exactly when no need reaches ``ASKED``, as its explanation says."""
     reads = 1.0 - _cover(jnp.asarray(need, jnp.float32))[:, EFFECTS.index("local_write")]  # [Q]
     eff = jnp.asarray(effects) > 0
     must = jnp.any(eff & (jnp.arange(len(EFFECTS)) != EFFECTS.index("local_write")), axis=-1)  # [N]
-    return (hold_back > 0) & (reads[:, None] >= hold_back) & must[None, :]
+    return (hold_back > 0) & (reads[:, None] > hold_back) & must[None, :]
 
 
 def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
