@@ -71,6 +71,10 @@ def test_tool_effects_from_dimension_rows():
         [False, False, True, False, False, False],  # untrusted content is a read, not an effect
         [True, False, False, False, False, False],  # its SQL is judged per call: running code is not its effect
     ]
+    # what the hold-back keeps from read requests: a presumed destruction too (the MCP specification's default)
+    assert intent.tool_must_confirm([_row("read"), _row("local_write"), _row("destructive", "keywords:delete"),
+                                     _row("destructive", "spec default: unannotated"), _row("read", money=True),
+                                     sql]).tolist() == [False, False, True, True, True, False]
 
 
 def test_exposure_weight_holds_back_what_was_not_asked_for():
@@ -91,12 +95,13 @@ def test_exposure_weight_holds_back_what_was_not_asked_for():
     np.testing.assert_allclose(w[0], [1.0, 9.0, 9.0, 9.0])
     np.testing.assert_allclose(w[1], [1.0, 0.0, 0.0, 5.0 - 0.5])
     # held back: the must-confirm tools (sends, deletes) of the read request only; a local write never
-    held = np.asarray(intent.held_back(need, eff, 0.75))
+    must = eff[:, 1:].any(axis=1)
+    held = np.asarray(intent.held_back(need, must, 0.75))
     assert held.tolist() == [[False, True, False, True], [False] * 4, [False] * 4]
-    assert not np.asarray(intent.held_back(need, eff, 0.0)).any()
+    assert not np.asarray(intent.held_back(need, must, 0.0)).any()
     half = np.full((1, 6), 0.0, np.float32)
     half[0, E["local_write"]] = intent.ASKED  # read as asking: never held to reading
-    assert not np.asarray(intent.held_back(half, eff, 0.5)).any()
+    assert not np.asarray(intent.held_back(half, must, 0.5)).any()
 
 
 def test_request_needs_sources_and_agreement_never_makes_a_read_a_write():

@@ -185,11 +185,14 @@ RELEVANCE_MISSES = {"create a file notes/todo.md with the list of chores for thi
                     "add a row for the new customer Eve to the customers table"}
 # Read requests the intent stage reads as a change (docs/serve.md): the keyword "commit" (a noun here) and the
 # intent model (local_write 0.75).
-MISREAD_AS_CHANGE = {"what's different between my working tree and the last commit",
-                     "which tables does the database have"}
+MISREAD_AS_CHANGE = {"which tables does the database have"}
 
 
 def _must_confirm(t: dict) -> bool:
+    """Level 4 or more, or a call that asks or is refused — except a tool whose read-only argument (SQL) passes
+    unconfirmed: for a read request it is the tool that reads."""
+    if "allowed without it for one read-only" in t["call"]:
+        return False
     return t["risk_level"] >= 4 or t["call"].startswith(("needs confirmation", "refused"))
 
 
@@ -200,13 +203,12 @@ def _must_confirm_effect(t: dict) -> bool:
 
 
 def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_tools(gateway):
-    """The gateway's defaults (intent on, hold-back 0.5) over the published servers: every read request read as
-    a read has no tool with a must-confirm effect in its top 5 (measured: two must-confirm tools in all, both in
-    "how many rows are in the orders table", sqlite.create_table and append_insight, local writes the hold-back
-    never takes), the read requests' top 5s show 5 must-confirm tools in all (the other 3 in "which tables does
-    the database have", read as a change; 9 with --intent-hold-back 0, 15 with --no-intent), every write request
-    still gets the tool it gets with intent off, and search_tools says what each request was read as asking and
-    why each tool was held back."""
+    """The gateway's defaults (intent on, hold-back 0.5) over the published servers: no request read as a read has
+    a must-confirm tool in its top 5 ("how many rows are in the orders table" keeps sqlite.read_query, whose SQL is
+    judged per call), the read requests' top 5s show one must-confirm tool in all (sqlite.create_table, in "which
+    tables does the database have", read as a change; 5 with --intent-hold-back 0, 11 with --no-intent), every
+    write request still gets the tool it gets with intent off, and search_tools says what each request was read as
+    asking and why each tool was held back."""
     url, _ = gateway
 
     async def body(c):
@@ -220,7 +222,7 @@ def test_intent_holds_back_what_read_requests_did_not_ask_for_and_keeps_write_to
     read_as_read = [q for q in READ_REQUESTS if found[q]["request"]["asks"] == "the request only reads"]
     assert set(READ_REQUESTS) - set(read_as_read) == MISREAD_AS_CHANGE  # a misreading fixed: take it off the list
     assert not [(q, t["name"]) for q in read_as_read for t in found[q]["tools"] if _must_confirm_effect(t)]
-    assert sum(len(must[q]) for q in read_as_read) <= 2 and sum(map(len, must.values())) <= 5, must
+    assert sum(len(must[q]) for q in read_as_read) == 0 and sum(map(len, must.values())) <= 1, must
     for q, tool in WRITE_REQUESTS.items():
         names = [t["name"] for t in found[q]["tools"]]
         assert (tool in names) != (q in RELEVANCE_MISSES), (q, names)  # a miss fixed: take it off the list

@@ -72,7 +72,8 @@ class Prepared:
     bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
     tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
     unknown); index: tool name -> its index (names are unique); effects: bool [N, E] what each tool does
-    (``retrieve.intent.tool_effects`` of its dimension rows, else ``text_effects`` of its texts); source: {ranker field: the
+    (``retrieve.intent.tool_effects`` of its dimension rows, else ``text_effects`` of its texts); must_confirm:
+    bool [N] the tools the hold-back keeps from read requests (``retrieve.intent.tool_must_confirm``); source: {ranker field: the
     object each part was built from} (``PART_FIELDS``; a part whose fields now hold other objects is built anew)."""
 
     device: dict
@@ -83,6 +84,7 @@ class Prepared:
     server_emb: np.ndarray | None
     index: dict
     effects: np.ndarray
+    must_confirm: np.ndarray
     source: dict
 
     @property
@@ -147,10 +149,11 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
         bm25 = first_stage.Bm25Index(list(r.tool_texts))
     index = previous.index if _reusable(previous, source, "index") else {n: i for i, n in enumerate(r.tool_names)}
     if _reusable(previous, source, "effects"):
-        effects = previous.effects
+        effects, must = previous.effects, previous.must_confirm
     else:
-        effects = intent.tool_effects(r.risk_dimensions if r.risk_dimensions else text_effects(r.tool_texts))
-    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, effects, source)
+        rows = r.risk_dimensions if r.risk_dimensions else text_effects(r.tool_texts)
+        effects, must = intent.tool_effects(rows), intent.tool_must_confirm(rows)
+    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, effects, must, source)
 
 
 def query_bucket(n: int) -> int:
@@ -299,7 +302,7 @@ def intent_stage(p: Prepared, config, q_texts, first) -> IntentStage | None:
     pad = ((0, first.shape[0] - needs.need.shape[0]), (0, 0))
     w = np.asarray(intent.exposure_weight(needs.need, p.effects, config.intent_strength, config.intent_relief,
                                           config.intent_specific))
-    held = np.asarray(intent.held_back(needs.need, p.effects, config.intent_hold_back))
+    held = np.asarray(intent.held_back(needs.need, p.must_confirm, config.intent_hold_back))
     return IntentStage(needs, jnp.asarray(np.pad(w, pad, constant_values=1.0)),
                        jnp.asarray(np.pad(held, pad, constant_values=False)))
 

@@ -32,7 +32,8 @@ pushed down by (1 + strength)·λ·f_risk; the send tool of a send request by (1
 by (1 + specific·strength)·λ·f_risk. λ keeps its meaning as the overall strength (strength = relief = 0 is the
 plain penalty).
 
-Held back (``held_back``, by policy): a tool with a must-confirm effect, for a request that asks for no change.
+Held back (``held_back``, by policy): a must-confirm tool (``tool_must_confirm``), for a request that asks for no
+change.
 
 Why effects, not levels: the level says how dangerous a tool is; only the effects say whether this request asked
 for that danger.
@@ -173,6 +174,16 @@ def tool_effects(rows) -> np.ndarray:
     return out
 
 
+def tool_must_confirm(rows) -> np.ndarray:
+    """bool [N]: whether each tool (one dimension row per tool) is one the hold-back keeps from a read request —
+    destructive (by evidence, or by the MCP specification's presumption for an unannotated or untrusted tool unless
+    the gateway judges its SQL per call), a public sink, a secret source, code (the same exception) or money."""
+    eff = tool_effects(rows)
+    presumed = np.array([row["mutation"]["value"] == "destructive"
+                         and not (row.get("argument_rule") or "").startswith("sql:") for row in rows], bool)
+    return eff[:, 1:].any(axis=1) | presumed if len(rows) else np.zeros(0, bool)
+
+
 def agreement(first_scores, effects, top: int = AGREEMENT_TOP) -> np.ndarray:
     """float32 [Q, E]: the share of each request's first-stage top ``top`` tools (scores [Q, N], ties to the
     lower index) that have each effect (effects bool [N, E])."""
@@ -272,16 +283,14 @@ def exposure_weight(need, effects, strength, relief, specific):
 
 
 @jax.jit
-def held_back(need, effects, hold_back):
-    """bool [Q, N]: the tools held back for each request — a tool with a must-confirm effect (any but a local
-    write) when the request asks for no change: 1 − any(q) > hold_back (0: none held back). need [Q, E], effects
-    [N, E] (0/1). Read requests never see delete, send, secret, code or money tools; a request that asks for one
-    change still sees the tools of another (the exposure weight pushes those down). Strictly above: at hold-back
-    0.5 a request is held to reading exactly when no need reaches ``ASKED``, as its explanation says."""
+def held_back(need, must_confirm, hold_back):
+    """bool [Q, N]: the tools held back for each request — a must-confirm tool (``tool_must_confirm``, bool [N])
+    when the request asks for no change: 1 − any(q) > hold_back (0: none held back). need [Q, E]. Read requests
+    never see delete, send, secret, code or money tools; a request that asks for one change still sees the tools of
+    another (the exposure weight pushes those down). Strictly above: at hold-back 0.5 a request is held to reading
+    exactly when no need reaches ``ASKED``, as its explanation says."""
     reads = 1.0 - _cover(jnp.asarray(need, jnp.float32))[:, EFFECTS.index("local_write")]  # [Q]
-    eff = jnp.asarray(effects) > 0
-    must = jnp.any(eff & (jnp.arange(len(EFFECTS)) != EFFECTS.index("local_write")), axis=-1)  # [N]
-    return (hold_back > 0) & (reads[:, None] > hold_back) & must[None, :]
+    return (hold_back > 0) & (reads[:, None] > hold_back) & jnp.asarray(must_confirm, bool)[None, :]
 
 
 def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
@@ -295,5 +304,5 @@ def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
 
 
 __all__ = ["EFFECTS", "EFFECT_WORDS", "REQUEST_KEYWORDS", "KEYWORD_CONFIDENCE", "AGREEMENT_TOP", "RequestNeeds",
-           "normalise_request", "keyword_needs", "tool_effects", "agreement", "request_needs", "unasked",
+           "normalise_request", "keyword_needs", "tool_effects", "tool_must_confirm", "agreement", "request_needs", "unasked",
            "exposure_weight", "held_back", "held_back_reason", "HOLD_OFFSET"]

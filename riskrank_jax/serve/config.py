@@ -93,17 +93,14 @@ class Limits:
 LIMIT_KEYS = {f.name for f in fields(Limits)}
 
 
-# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off): a tool with a
-# must-confirm effect is held back when the request asks for no change, 1 − (its highest need) ≥ this
-# (retrieve.intent.held_back). 0.5 holds back exactly for the requests search_tools reads as "the request only
-# reads" (every need < 0.5, intent.ASKED; at a need of exactly 0.5 both apply). Chosen through the gateway over the
-# published servers (docs/serve.md, tests/test_serve_published.py, 16 read and 12 write requests): of the values
-# that cannot hold back for a request read as a change (≥ 0.5), 0.5 … 0.78 keep every write request's tool (10 of
-# 12, as with intent off) and show the read requests' top 5s the fewest must-confirm tools (5; 9 with the
-# hold-back off, 15 with intent off), with identical results; 0.5 is the one whose rule the explanation states.
-# 0.79 … 0.9 show 6 (sqlite.read_query back for "how many rows are in the orders table", need 0.21), 0.99 the 9 of
-# the hold-back off; 0.2 … 0.25 show 3 only by holding back for "which tables does the database have", read as a
-# change (need 0.75); 0.1 costs 5 write requests (need 0.9) their tools.
+# The gateway's intent hold-back (RankConfig.intent_hold_back; DEFAULT_REGISTRY_CONFIG leaves it off): a must-confirm
+# tool is held back when the request asks for no change, 1 − (its highest need) > this (retrieve.intent.held_back).
+# 0.5 holds back exactly for the requests search_tools reads as "the request only reads" (every need < 0.5,
+# intent.ASKED). Chosen through the gateway over the published servers (docs/serve.md, tests/test_serve_published.py,
+# 16 read and 12 write requests): of the values that cannot hold back for a request read as a change (≥ 0.5), 0.5
+# and 0.7 keep every write request's tool (10 of 12, as with intent off) and show the read requests' top 5s the
+# fewest must-confirm tools (1; 5 with the hold-back off, 11 with intent off, 2 at 0.9), with identical results;
+# 0.5 is the one whose rule the explanation states.
 GATEWAY_HOLD_BACK = 0.5
 
 
