@@ -386,7 +386,7 @@ def test_the_committed_intent_rows_and_choice():
     held_out, lam0 = i["scored_chosen"], i["scored_lam0"]
     assert held_out["rvr@5"] <= lam0["rvr@5"] and held_out["ndcg@5"] >= lam0["ndcg@5"] - INTENT_TOLERANCE
     assert held_out["needrisk_recall@10"] >= lam0["needrisk_recall@10"]
-    # the pooled pick keeps both needed-tool guards held out; the folds' own picks (strength 8 in three folds, whose
+    # the pooled pick keeps both needed-tool guards held out; the folds' own picks (strength 8 in two folds, whose
     # choosing registries show no needed must-confirm tool at λ = 0 to guard) lose one of the two held-out tasks
     # that λ = 0 serves (docs/livemcpbench.md)
     assert table[chosen]["needrisk_hit@5"] >= lam0["needrisk_hit@5"] > held_out["needrisk_hit@5"]
