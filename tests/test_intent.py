@@ -49,6 +49,7 @@ def test_negated_clause_is_cut_from_its_cue_on():
     assert intent.normalise_request("Check my balance before I send Sam anything; don't move any money yet.") == \
         "check my balance"
     assert intent.normalise_request("deleteRepo now") == "delete repo now"
+    assert intent.normalise_request("get the text of https://example.com/delete-me") == "get the text of url"
 
 
 def _row(mutation, source="learned", **flags):

@@ -116,6 +116,7 @@ _NEGATED = re.compile(
     r"whether to|whether i|might|may later|later|yet|instead of|rather than|no changes?|read only|only read|"
     r"only look|just look|just show|just tell)\b")
 # quoted text is what a tool is to write or look for, not what the request asks it to do: "post 'deploy done' in #ops"
+_URL = re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+")
 _QUOTED = re.compile(r"\"[^\"]{0,200}\"|“[^”]{0,200}”|‘[^’]{0,200}’|(?<![A-Za-z])'[^']{1,200}'(?![A-Za-z])")
 _CLAUSE = re.compile(r"[.;,:!?()\n]+|\b(?:but|and then|then|so that|so)\b")
 
@@ -123,12 +124,12 @@ _CLAUSE = re.compile(r"[.;,:!?()\n]+|\b(?:but|and then|then|so that|so)\b")
 def normalise_request(text: str) -> str:
     """Lower-cased words of a request separated by single spaces (identifiers split: "deleteRepo" -> "delete
     repo"; "don't" -> "don t"), with "$", "€", "£" kept, quoted text left out ("post 'deploy done' in #ops" ->
-    "post in ops"), and the clauses that say what not to do left out
+    "post in ops"), a URL read as the word "url", and the clauses that say what not to do left out
     from its first cue on ("check my balance before I send Sam anything; don't move any money yet" -> "check my
     balance"): what the keywords and the learned
     model's features read."""
     kept = []
-    text = _QUOTED.sub(" ", text)
+    text = _QUOTED.sub(" ", _URL.sub(" url ", text))
     for clause in _CLAUSE.split(split_identifier(text).replace("-", " ").replace("'", " ").replace("’", " ")):
         words = " ".join(re.sub(r"[^a-z0-9$€£ ]+", " ", clause).split())
         cue = _NEGATED.search(words)
