@@ -70,6 +70,7 @@ REQUEST_KEYWORDS: dict[str, tuple[str, ...]] = {
         rf"\b(?:drop|cancel|clear|empty|discard) {_W}\b", r"\bdrop (?:table|database|column|index)\b",
         r"\bclean up\b", r"\bforce push", r"\broll ?back\b", r"\b(?:replace|rewrite) the (?:whole|entire)\b",
         r"\brestore\b.*\bbackup\b", r"\b(?:shut ?down|power (?:\w+ )?(?:off|down)|decommission\w*)\b",
+        r"\bformat (?:a |the |my |this |that )?(?:\w+ )?(?:disk|drive|partition|volume|card)\b",
         r"\bclose (?:my|the|our|this|that) (?:\w+ )?(?:account|repository|repo)\b",
     ),
     "local_write": (

@@ -98,8 +98,8 @@ LIMIT_KEYS = {f.name for f in fields(Limits)}
 # 0.5 holds back exactly for the requests search_tools reads as "the request only reads" (every need < 0.5,
 # intent.ASKED). Chosen through the gateway over the published servers (docs/serve.md, tests/test_serve_published.py,
 # 16 read and 12 write requests): of the values that cannot hold back for a request read as a change (≥ 0.5), 0.5
-# and 0.7 keep every write request's tool (10 of 12, as with intent off) and show the read requests' top 5s the
-# fewest must-confirm tools (1; 5 with the hold-back off, 11 with intent off, 2 at 0.9), with identical results;
+# and 0.7 keep every write request's tool (10 of 12, as with intent off) and show the read requests' top-5 lists
+# the fewest must-confirm tools (1; 5 with the hold-back off, 11 with intent off, 2 at 0.9), with identical results;
 # 0.5 is the one whose rule the explanation states.
 GATEWAY_HOLD_BACK = 0.5
 
