@@ -121,20 +121,16 @@ def grid_per_query(ranker, q_emb, q_texts, gold, confirm, base_config, lambdas=L
 def intent_config(base_config, setting):
     """base_config with the intent stage of ``setting`` (None: off; else (strength, specific, agreement), relief
     ``INTENT_RELIEF``, no hold-back)."""
-    if setting is None:
-        return dataclasses.replace(base_config, intent=False)
-    strength, specific, agree = setting
-    return dataclasses.replace(base_config, intent=True, intent_strength=float(strength),
-                               intent_specific=float(specific), intent_agreement=float(agree),
-                               intent_relief=INTENT_RELIEF, intent_hold_back=0.0)
+    return dataclasses.replace(base_config, **intent_setting(setting))
 
 
 def intent_setting(setting) -> dict:
     """The RankConfig fields of an intent grid setting (JSON-ready)."""
     if setting is None:
         return {"intent": False}
-    return {"intent": True, "intent_strength": setting[0], "intent_specific": setting[1],
-            "intent_agreement": setting[2], "intent_relief": INTENT_RELIEF, "intent_hold_back": 0.0}
+    strength, specific, agree = map(float, setting)
+    return {"intent": True, "intent_strength": strength, "intent_specific": specific, "intent_agreement": agree,
+            "intent_relief": INTENT_RELIEF, "intent_hold_back": 0.0}
 
 
 def intent_per_query(ranker, q_emb, q_texts, gold, confirm, base_config, grid=INTENT_GRID) -> dict:
@@ -229,30 +225,30 @@ def choose_by_server_folds(cfg, bench, encoder, cache, confirm, base_config, cur
                                    dataclasses.replace(intent_base, lam=0.0, intent=False))
         table = {p: pooled([pq]) for p, pq in per_side["choosing"].items()}
         lam, alpha = choose(table)
-        choices.append({"fold": f, "lam": lam, "alpha": alpha, "choosing": _rounded(table[(lam, alpha)]),
-                        "scoring": _rounded(pooled([per_side["scoring"][(lam, alpha)]]))})
+        choices.append({"fold": f, "lam": lam, "alpha": alpha, "choosing": rounded(table[(lam, alpha)]),
+                        "scoring": rounded(pooled([per_side["scoring"][(lam, alpha)]]))})
         scoring_pq.append(per_side["scoring"])
         choose_pq.append(per_side["choosing"])
         choosing_tables.append(table)
         itable = {s: pooled([pq]) for s, pq in intent_side["choosing"].items()}
         setting = choose_intent(itable, pooled([lam0["choosing"]]))
-        intent_choices.append({"fold": f, **intent_setting(setting), "choosing": _rounded(itable[setting]),
-                               "scoring": _rounded(pooled([intent_side["scoring"][setting]])), "_setting": setting})
+        intent_choices.append({"fold": f, **intent_setting(setting), "choosing": rounded(itable[setting]),
+                               "scoring": rounded(pooled([intent_side["scoring"][setting]])), "_setting": setting})
         intent_scoring.append(intent_side["scoring"])
         lam0_scoring.append(lam0["scoring"])
     grid = list(scoring_pq[0])
-    sens = [{"lam": lam, "alpha": a, **_rounded(pooled([s[(lam, a)] for s in scoring_pq]))} for lam, a in grid]
-    chosen_sens = [{"lam": lam, "alpha": a, **_rounded(pooled([s[(lam, a)] for s in choose_pq]))}
+    sens = [{"lam": lam, "alpha": a, **rounded(pooled([s[(lam, a)] for s in scoring_pq]))} for lam, a in grid]
+    chosen_sens = [{"lam": lam, "alpha": a, **rounded(pooled([s[(lam, a)] for s in choose_pq]))}
                    for lam, a in grid]
     scored_chosen = pooled([s[(c["lam"], c["alpha"])] for s, c in zip(scoring_pq, choices)])
     whole = choose({(r["lam"], r["alpha"]): r for r in sens})
     return {"folds": FOLDS, "fold_seed": FOLD_SEED,
             "servers_per_fold": [int((fold == f).sum()) for f in range(FOLDS)],
             "lambdas": list(LAMBDAS), "alphas": list(ALPHAS), "tolerance": TOLERANCE,
-            "chosen_per_fold": choices, "scored_chosen": _rounded(scored_chosen),
+            "chosen_per_fold": choices, "scored_chosen": rounded(scored_chosen),
             "current": {"lam": current[0], "alpha": current[1]},
-            "scored_current": _rounded(pooled([s[current] for s in scoring_pq])) if current in grid else None,
-            "scored_lam0": {a: _rounded(pooled([s[(0.0, a)] for s in scoring_pq])) for a in map(float, ALPHAS)},
+            "scored_current": rounded(pooled([s[current] for s in scoring_pq])) if current in grid else None,
+            "scored_lam0": {a: rounded(pooled([s[(0.0, a)] for s in scoring_pq])) for a in map(float, ALPHAS)},
             "rule_on_all_scoring_folds": {"lam": whole[0], "alpha": whole[1]},
             "sensitivity": sens, "choosing_sensitivity": chosen_sens,
             "intent": _intent_summary(intent_scoring, intent_choices, lam0_scoring, current)}
@@ -272,18 +268,16 @@ def _intent_summary(scoring_pq: list[dict], choices: list[dict], lam0_pq: list[d
                     "NeedRisk-Recall@10 not below λ = 0; the lowest RVR@5 among the eligible (ties: the smaller "
                     "strength, off counting as 0, then specific, then agreement); none eligible: off",
             "chosen_per_fold": [{k: v for k, v in c.items() if k != "_setting"} for c in choices],
-            "scored_chosen": _rounded(scored_chosen), "scored_lam0": _rounded(lam0),
-            "scored_off": _rounded(table[None]),
+            "scored_chosen": rounded(scored_chosen), "scored_lam0": rounded(lam0),
+            "scored_off": rounded(table[None]),
             "rule_on_all_scoring_folds": intent_setting(whole),
-            "sensitivity": [{**intent_setting(s), **_rounded(table[s])} for s in INTENT_GRID]}
+            "sensitivity": [{**intent_setting(s), **rounded(table[s])} for s in INTENT_GRID]}
 
 
 def rounded(m: dict) -> dict:
     """``m`` with its floats rounded to 4 decimals (as results.json holds them)."""
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()}
 
-
-_rounded = rounded
 
 
 __all__ = ["FOLDS", "LAMBDAS", "ALPHAS", "TOLERANCE", "INTENT_GRID", "INTENT_TOLERANCE", "server_fold", "sub_pool",

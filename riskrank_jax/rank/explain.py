@@ -77,9 +77,10 @@ def _held_candidates(ranker, at_zero, ids, needs) -> list[tuple[int, int, str | 
     for j, t in enumerate(np.asarray(at_zero).tolist()):
         if t in kept:
             continue
-        why = None if needs is None else intent.held_back_reason(needs, 0, ranker.prepared.effects[t])
-        if is_risky(int(ranker.risk_levels[t])) or (why or "").startswith("held back"):
-            out.append((int(t), j + 1, why))
+        effects = ranker.prepared.effects[t]
+        unasked = needs is not None and bool(intent.unasked_effects(needs, 0, effects))
+        if is_risky(int(ranker.risk_levels[t])) or unasked:
+            out.append((int(t), j + 1, None if needs is None else intent.held_back_reason(needs, 0, effects)))
     return out
 
 

@@ -311,14 +311,19 @@ def _weight(it: IntentStage | None):
     return None if it is None else it.weight
 
 
-def hold_stage(config, scores, it: IntentStage | None, cand=None):
-    """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) less ``HOLD_OFFSET`` where the intent stage
-    holds a tool back: below every other tool, in their own order. After the graph, so a held-back tool's
-    neighbours keep their scores. Unchanged without intent, and at λ = 0 (the hold-back is part of the penalty)."""
+def hold_offset(config, it: IntentStage | None, cand=None):
+    """float32 [B, N] (or at the candidates cand int [B, C]): ``HOLD_OFFSET`` where the intent stage holds a tool
+    back, else 0; 0 without intent and at λ = 0 (the hold-back is part of the penalty)."""
     if it is None or config.lam == 0:
-        return scores
+        return 0.0
     held = it.held if cand is None else jnp.take_along_axis(it.held, cand, axis=-1)
-    return jnp.where(held, scores - intent.HOLD_OFFSET, scores)
+    return jnp.where(held, jnp.float32(intent.HOLD_OFFSET), jnp.float32(0.0))
+
+
+def hold_stage(config, scores, it: IntentStage | None, cand=None):
+    """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) less ``hold_offset``: a held-back tool below
+    every other tool, in their own order. After the graph, so a held-back tool's neighbours keep their scores."""
+    return scores - hold_offset(config, it, cand)
 
 
 # ---------------------------------------------------------------------------------------------- risk, graph
@@ -415,16 +420,15 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     back carries ``HOLD_OFFSET`` in its risk penalty."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
-    held = 0.0 if it is None or config.lam == 0 else intent.HOLD_OFFSET * it.held
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
         total = graph_stage(p, config, pen)
-        parts = ScoreParts(rel, risk_penalty + held, total - pen, hold_stage(config, total, it))
+        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), total - pen, hold_stage(config, total, it))
     else:
         rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first, _weight(it))
         total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, hold_stage(config, cs, it, cand))
         graph = _scattered(jnp.zeros_like(pen), cand, cs - stacked.gather_candidates(pen, cand))
-        parts = ScoreParts(rel, risk_penalty + held, graph, total)
+        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), graph, total)
     return ScoreParts(*(x[:n_q] for x in parts))
 
 
@@ -490,6 +494,6 @@ def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, als
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs", "hold_stage",
+           "server_context_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs", "hold_offset", "hold_stage",
            "risk_stage", "graph_stage", "candidate_stage", "top_k", "top_k_with_parts", "candidate_top_k",
            "score_parts", "ranked", "Walk", "walk", "ranked_with_scores", "needs_bm25", "text_effects"]

@@ -253,9 +253,10 @@ def request_needs(texts, learned=None, agree=None, agreement_weight: float = 0.0
 
 
 def _cover(need):
-    """cover [..., Q, E]: need, with a local write covered by the highest need of any effect."""
-    lw = EFFECTS.index("local_write")
-    return need.at[..., lw].set(need.max(-1))
+    """cover [..., E]: need (numpy, or jax inside the jitted functions), with a local write covered by the highest
+    need of any effect."""
+    xp = np if isinstance(need, np.ndarray) else jnp
+    return xp.where(xp.arange(len(EFFECTS)) == EFFECTS.index("local_write"), need.max(-1, keepdims=True), need)
 
 
 @jax.jit
@@ -295,16 +296,22 @@ def held_back(need, must_confirm, hold_back):
     return (hold_back > 0) & (reads[:, None] > hold_back) & jnp.asarray(must_confirm, bool)[None, :]
 
 
+def unasked_effects(needs: RequestNeeds, q: int, effects_row) -> tuple[str, ...]:
+    """The effects of a tool (``effects_row`` bool [E]) that request q did not ask for (cover below ``ASKED``)."""
+    cover = _cover(np.asarray(needs.need[q]))
+    return tuple(e for j, e in enumerate(EFFECTS) if effects_row[j] and cover[j] < ASKED)
+
+
 def held_back_reason(needs: RequestNeeds, q: int, effects_row) -> str:
     """Why a tool with effects ``effects_row`` bool [E] is pushed down for request q: "held back: sends to
-    others; the request only reads" — its effects the request did not ask for, then what the request asks."""
-    cover = np.asarray(_cover(jnp.asarray(needs.need[q])))
-    missing = [EFFECT_WORDS[e] for j, e in enumerate(EFFECTS) if effects_row[j] and cover[j] < ASKED]
+    others; the request only reads" — its effects the request did not ask for (``unasked_effects``), then what
+    the request asks."""
+    missing = unasked_effects(needs, q, effects_row)
     if not missing:
         return "risk: " + needs.summary(q)
-    return f"held back: {', '.join(missing)}; {needs.summary(q)}"
+    return f"held back: {', '.join(EFFECT_WORDS[e] for e in missing)}; {needs.summary(q)}"
 
 
 __all__ = ["EFFECTS", "EFFECT_WORDS", "REQUEST_KEYWORDS", "KEYWORD_CONFIDENCE", "AGREEMENT_TOP", "RequestNeeds",
            "normalise_request", "keyword_needs", "tool_effects", "tool_must_confirm", "agreement", "request_needs", "unasked",
-           "exposure_weight", "held_back", "held_back_reason", "HOLD_OFFSET"]
+           "exposure_weight", "held_back", "unasked_effects", "held_back_reason", "HOLD_OFFSET"]

@@ -112,7 +112,7 @@ class RankSettings:
     annotations may lower risk, not only ``policy.trusted_servers``'), intent (the intent stage: what the request
     asks for weighs each tool's risk penalty, ``retrieve.intent``), intent_hold_back (0: off; else a tool with a
     must-confirm effect is held back, ranked last, for a request that asks for no change: 1 − its highest need
-    reaches it; GATEWAY_HOLD_BACK), config (the zero-shot ranker's `RankConfig`; set from Python only, the file and
+    exceeds it; GATEWAY_HOLD_BACK), config (the zero-shot ranker's `RankConfig`; set from Python only, the file and
     flags leave it). The two intent leaves apply to the ranker served, zero-shot or saved (``ranker_config``)."""
 
     encoder: str | None = None
