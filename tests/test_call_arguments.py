@@ -391,7 +391,7 @@ def test_installation_key_refused_when_readable_or_wrong_size(tmp_path):
     installation_key(tmp_path)
     path = tmp_path / "audit.key"
     os.chmod(path, 0o644)
-    with pytest.raises(ConfigError, match="audit.key: the audit key is open to group or others"):
+    with pytest.raises(ConfigError, match="audit.key: the key is open to group or others"):
         installation_key(tmp_path)
     os.chmod(path, 0o600)
     path.write_bytes(b"short")

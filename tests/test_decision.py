@@ -44,7 +44,7 @@ def test_a_plain_read_passes_at_the_default_policy():
     (_tool(), {"name": "a", "extra": 1}, "schema", "refuse"),
     (_tool(definition=None), {"name": "a"}, "unavailable", "refuse"),
     (_tool(unavailable="server 'notes' is not running"), {"name": "a"}, "unavailable", "refuse"),
-    (_tool(pin="unavailable"), {"name": "a"}, "pin store", "refuse"),
+    (_tool(pin="unavailable"), {"name": "a"}, "state store", "refuse"),
     (_tool(pin="quarantined"), {"name": "a"}, "quarantine", "confirm"),
     (_tool(pin="changed"), {"name": "a"}, "definition changed", "confirm"),
     (_tool(pin="unknown"), {"name": "a"}, "definition changed", "confirm"),

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from riskrank_jax.cli.main import cli
 from riskrank_jax.serve.pins import PinStore, definition_hash
+from riskrank_jax.serve.store import SCHEMA_VERSION
 
 READ = {"name": "get_weather", "description": "Get the weather for a city.",
         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
@@ -101,7 +102,7 @@ def test_store_file_is_private_and_versioned(tmp_path):
     store = PinStore(tmp_path / "state")
     assert oct(store.path.stat().st_mode & 0o777) == "0o600"
     with sqlite3.connect(store.path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         db.execute("PRAGMA user_version = 99")
     from riskrank_jax.errors import ConfigError
 

@@ -11,6 +11,8 @@ from riskrank_jax.serve.catalog import build_catalog, catalog_state, search
 from riskrank_jax.serve.config import GatewaySettings, RankSettings, RuntimeSettings
 from riskrank_jax.serve.gateway import Gated, Gateway
 from riskrank_jax.serve.policy import Policy, decide_call
+from riskrank_jax.serve.sessions import Sessions
+from riskrank_jax.serve.store import open_store
 
 
 def _tool(name, description, props=None, annotations=None):
@@ -95,11 +97,13 @@ def test_a_sink_that_passes_asks_once_untrusted_content_has_answered(catalog, tm
     fetch = catalog.by_name["fetch.fetch"]
     assert catalog.ranker.risk_dimensions[fetch]["untrusted_content"]["value"] is True
     gw.note_answer(catalog, fetch)
-    assert gw.flows[None] == "fetch.fetch"
-    after = _gate(catalog, "slack.slack_post_message", args, policy, gw.flows[None])[1]
+    assert gw.sessions.flow(None) == "fetch.fetch"
+    # the flow is in the state store: a second replica on the same store reads it
+    assert Sessions(open_store(tmp_path / "state"), "other replica").flow(None) == "fetch.fetch"
+    after = _gate(catalog, "slack.slack_post_message", args, policy, gw.sessions.flow(None))[1]
     assert (after.action, after.rule) == ("confirm", "session flow")
     assert "'fetch.fetch' returned untrusted content earlier in this session" in after.reason
-    assert _gate(catalog, "notes.read_note", {"name": "todo"}, policy, gw.flows[None])[1].action == "allow"
+    assert _gate(catalog, "notes.read_note", {"name": "todo"}, policy, gw.sessions.flow(None))[1].action == "allow"
 
 
 def test_search_results_and_refusals_show_dimensions_and_sources(catalog, tmp_path):

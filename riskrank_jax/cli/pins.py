@@ -18,11 +18,19 @@ import click
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.serve.pins import PinStore
 
-STATE_DIR_HELP = ("The gateway's state directory (pins, audit key). Default: $RISKRANK_STATE, else "
+STATE_DIR_HELP = ("The gateway's state directory (the SQLite state store: pins, audit records, session flows; "
+                  "the audit key). Default: $RISKRANK_STATE, else "
                   "$XDG_STATE_HOME/riskrank-jax, else ~/.local/state/riskrank-jax.")
 
 
+DATABASE_HELP = ("The PostgreSQL database the gateway's replicas share (postgresql://USER@HOST/DB; a password is "
+                 "best kept in ~/.pgpass or $PGPASSWORD, not in the URL). Default: $RISKRANK_DATABASE, else SQLite "
+                 "in the state directory.")
+
+
 def state_dir_option(f):
+    """--state-dir and --database: where the gateway's state store is (`serve.store.open_store`)."""
+    f = click.option("--database", type=str, default=None, metavar="URL", help=DATABASE_HELP)(f)
     return click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
                         help=STATE_DIR_HELP)(f)
 
@@ -42,10 +50,10 @@ def pins_group():
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per pinned tool, one per line.")
 @click.option("--status", type=click.Choice(["accepted", "changed", "quarantined"]), default=None,
               help="Only the tools with this status.")
-def pins_list(state_dir, as_json, status):
+def pins_list(state_dir, database, as_json, status):
     """Every pinned tool: status, accepted and current definition (first 12 hex digits of their sha256),
     when it changed, who accepted it."""
-    rows = [r for r in PinStore(state_dir).rows() if status is None or r["status"] == status]
+    rows = [r for r in PinStore(state_dir, database).rows() if status is None or r["status"] == status]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -63,10 +71,10 @@ def pins_list(state_dir, as_json, status):
 @pins_group.command("show")
 @click.argument("tool")
 @state_dir_option
-def pins_show(tool, state_dir):
+def pins_show(tool, state_dir, database):
     """Every definition seen of TOOL (server.tool), oldest first, as JSON: compare them before accepting."""
     try:
-        seen = PinStore(state_dir).definitions(tool)
+        seen = PinStore(state_dir, database).definitions(tool)
     except KeyError as e:
         raise RiskRankError(e.args[0]) from None
     click.echo(json.dumps(seen, indent=2, ensure_ascii=False))
@@ -77,12 +85,12 @@ def pins_show(tool, state_dir):
 @click.option("--server", "servers", multiple=True, metavar="NAME", help="Accept every tool of this server.")
 @click.option("--all", "everything", is_flag=True, help="Accept every pinned tool's current definition.")
 @state_dir_option
-def pins_accept(tools, servers, everything, state_dir):
+def pins_accept(tools, servers, everything, state_dir, database):
     """Accept the current definition of each TOOL (server.tool): its calls are decided by the policy again."""
     if not (tools or servers or everything):
         raise click.UsageError("name the tools to accept (server.tool), or give --server NAME or --all")
     try:
-        done = PinStore(state_dir).accept(tools, servers, everything)
+        done = PinStore(state_dir, database).accept(tools, servers, everything)
     except KeyError as e:
         raise RiskRankError(e.args[0]) from None
     for name in done:

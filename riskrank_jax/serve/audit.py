@@ -1,4 +1,13 @@
-"""The gateway's audit log: one JSON line per call decision, on disk before the call is forwarded.
+"""The gateway's audit: one record per call decision in the state store, written before the call is forwarded
+and completed after it (`AuditStore`), and, when ``runtime.audit_log`` names a file, the same decision as one
+JSON line there (`AuditLog`, the export of earlier versions, flushed to disk before the call is forwarded).
+
+A record in the store (table ``audit``, `serve.store`) holds the line's fields plus its id, the replica that
+decided it and the call's outcome: NULL while the call is forwarded, then "ok" (the server answered), "error"
+(it answered with an error, or could not be reached), "interrupted" (cancelled, cut by a drain, or its replica
+stopped before the answer: another replica marks the open records of a replica that stopped saying it is
+alive), or "not forwarded" for a refusal. The outcome is an UPDATE of the one record, so no call is recorded
+twice.
 
 Each line: time (UTC, ISO 8601), tool, server, risk_level, risk_source, decision, reason, rule, dimensions,
 session (the first 12 hex digits of the sha256 of the MCP session's key, null for calls of no session: lines of
@@ -22,36 +31,40 @@ import hashlib
 import hmac
 import json
 import os
+import socket
 import stat
 import threading
+import time
+import uuid
 from pathlib import Path
 
 from riskrank_jax.errors import ConfigError
+from riskrank_jax.serve.store import Store, StoreUnavailable, now
 
 KEY_FILE = "audit.key"
 KEY_BYTES = 32
 
 
-def _read_key(path: Path) -> bytes:
+def _read_key(path: Path, nbytes: int = KEY_BYTES) -> bytes:
     """The key in ``path``, refused (ConfigError naming the file) when it is a link or not a regular file, when
     group or others have any permission on it, or when it is not KEY_BYTES long."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # a link in its place is refused
     except OSError as e:
-        raise ConfigError(f"the audit key cannot be read ({e.strerror})", path) from None
+        raise ConfigError(f"the key cannot be read ({e.strerror})", path) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ConfigError("the audit key is not a regular file", path)
+            raise ConfigError("the key is not a regular file", path)
         if mode & 0o077:
-            raise ConfigError(f"the audit key is open to group or others (mode {stat.S_IMODE(mode):04o}); allow "
+            raise ConfigError(f"the key is open to group or others (mode {stat.S_IMODE(mode):04o}); allow "
                               f"only its owner (chmod 600), or remove it to create a new key", path)
-        key = os.read(fd, KEY_BYTES + 1)
+        key = os.read(fd, nbytes + 1)
     finally:
         os.close(fd)
-    if len(key) != KEY_BYTES:
-        raise ConfigError(f"the audit key holds {len(key)} bytes{'+' if len(key) > KEY_BYTES else ''}, not "
-                          f"{KEY_BYTES}; remove it to create a new key", path)
+    if len(key) != nbytes:
+        raise ConfigError(f"the key holds {len(key)} bytes{'+' if len(key) > nbytes else ''}, not "
+                          f"{nbytes}; remove it to create a new key", path)
     return key
 
 
@@ -66,13 +79,13 @@ def _write_new(path: Path, flags: int, data: bytes) -> None:
         os.close(fd)
 
 
-def _create_key(folder: Path, path: Path) -> None:
+def _create_key(folder: Path, path: Path, nbytes: int = KEY_BYTES) -> None:
     """Write a new key to ``path`` unless it exists: written and fsynced under a temporary name (O_CREAT|O_EXCL,
     mode 0600), then linked into place, so no reader sees a partial key and the first process to link wins.
     On a file system without hard links, the key file itself is created with O_CREAT|O_EXCL."""
-    key = os.urandom(KEY_BYTES)
+    key = os.urandom(nbytes)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    tmp = folder / f".{KEY_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     _write_new(tmp, flags, key)
     try:
         os.link(tmp, path)
@@ -93,8 +106,9 @@ def _create_key(folder: Path, path: Path) -> None:
             os.close(dir_fd)
 
 
-def installation_key(state_dir) -> bytes:
-    """The installation's audit key: KEY_BYTES random bytes in ``<state_dir>/audit.key``.
+def installation_key(state_dir, file: str = KEY_FILE, nbytes: int = KEY_BYTES) -> bytes:
+    """The installation's audit key: KEY_BYTES random bytes in ``<state_dir>/audit.key`` (or ``nbytes`` in
+    ``file``: another key of the state directory, `serve.store.SqliteStore.secret`).
 
     Args:
         state_dir: the gateway's state folder (created, mode 0700, when missing).
@@ -105,10 +119,10 @@ def installation_key(state_dir) -> bytes:
     """
     folder = Path(state_dir).expanduser()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = folder / KEY_FILE
+    path = folder / file
     if not os.path.lexists(path):
-        _create_key(folder, path)
-    return _read_key(path)
+        _create_key(folder, path, nbytes)
+    return _read_key(path, nbytes)
 
 
 def arguments_digest(arguments, key: bytes) -> str:
@@ -149,4 +163,147 @@ class AuditLog:
                 self._fd = -1
 
 
-__all__ = ["AuditLog", "KEY_FILE", "arguments_digest", "installation_key", "session_digest"]
+HEARTBEAT_S = 2.0  # how often a replica says it is alive (AuditStore.heartbeat)
+STALE_S = 10.0  # a replica silent this long stopped: its open records are marked interrupted
+RECORD_FIELDS = ("id", "time", "replica", "session", "tool", "server", "risk_level", "risk_source", "decision",
+                 "reason", "rule", "dimensions", "pin", "secrets", "arguments_hmac", "outcome", "outcome_detail",
+                 "completed_at", "duration_ms")
+JSON_FIELDS = ("dimensions", "secrets")
+FILTERS = ("since", "until", "server", "tool", "decision", "rule", "session", "outcome", "replica")
+
+
+def replica_name() -> str:
+    """This process's name in the store: host, pid and a random suffix (a pid is reused after a restart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def _iso(seconds_ago: float) -> str:
+    return (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds_ago)).isoformat(timespec="milliseconds")
+
+
+class AuditStore:
+    """This replica's audit records in the state store (module docstring).
+
+        records = AuditStore(store)
+        rid = records.begin(line, forwarded=True)     # before forwarding; StoreUnavailable: do not forward
+        records.complete(rid, "ok")                    # after the answer (kept and retried if the store is down)
+    """
+
+    def __init__(self, store: Store, replica: str | None = None):
+        self.store, self.replica = store, replica or replica_name()
+        self._started: dict[str, float] = {}  # record id -> monotonic time of its decision (for duration_ms)
+        self._unsent: dict[str, tuple] = {}  # completions the store could not take yet, retried by heartbeat
+        self._lock = threading.Lock()
+        stamp = now()
+        with store.transaction() as db:
+            db.execute("INSERT INTO replicas VALUES (?, ?, ?, ?, ?)",
+                       (self.replica, socket.gethostname(), os.getpid(), stamp, stamp))
+        self.sweep()
+
+    def begin(self, line: dict, forwarded: bool) -> str:
+        """Write the decision ``line`` (the JSONL line's fields) as a new record; ``forwarded``: the call goes on
+        to its server (outcome open until `complete`), else it is closed at once as "not forwarded". Returns the
+        record's id; raises StoreUnavailable when the store cannot take it (the call must then be refused)."""
+        rid = uuid.uuid4().hex
+        values = {f: line.get(f) for f in RECORD_FIELDS}
+        values.update(id=rid, replica=self.replica, time=line.get("time") or now())
+        for f in JSON_FIELDS:
+            values[f] = None if values[f] is None else json.dumps(values[f], ensure_ascii=False)
+        if not forwarded:
+            values.update(outcome="not forwarded", completed_at=values["time"], duration_ms=0.0)
+        with self.store.transaction() as db:
+            db.execute(f"INSERT INTO audit ({', '.join(RECORD_FIELDS)}) VALUES ({', '.join('?' * len(RECORD_FIELDS))})",
+                       tuple(values[f] for f in RECORD_FIELDS))
+        if forwarded:
+            with self._lock:
+                self._started[rid] = time.monotonic()
+        return rid
+
+    def complete(self, rid: str, outcome: str, detail: str | None = None) -> bool:
+        """Close record ``rid`` with ``outcome`` ("ok", "error", "interrupted") once; False when the store
+        could not take it now (kept, and written by the next `heartbeat`)."""
+        with self._lock:
+            started = self._started.pop(rid, None)
+        duration = None if started is None else round((time.monotonic() - started) * 1000, 1)
+        return self._close(rid, (outcome, detail, now(), duration))
+
+    def _close(self, rid: str, values: tuple) -> bool:
+        try:
+            with self.store.transaction() as db:
+                db.execute("UPDATE audit SET outcome=?, outcome_detail=?, completed_at=?, duration_ms=? "
+                           "WHERE id=? AND outcome IS NULL", (*values, rid))
+        except StoreUnavailable:
+            with self._lock:
+                self._unsent[rid] = values
+            return False
+        with self._lock:
+            self._unsent.pop(rid, None)
+        return True
+
+    def heartbeat(self) -> None:
+        """Say this replica is alive, write the completions the store could not take before, and mark the open
+        records of replicas silent for STALE_S as interrupted. Raises StoreUnavailable."""
+        with self.store.transaction() as db:
+            db.execute("UPDATE replicas SET last_seen=? WHERE id=?", (now(), self.replica))
+        with self._lock:
+            unsent = dict(self._unsent)
+        for rid, values in unsent.items():
+            self._close(rid, values)
+        self.sweep()
+
+    def sweep(self, stale_s: float = STALE_S) -> int:
+        """Mark the open records of replicas silent for ``stale_s`` seconds as interrupted; returns how many."""
+        with self.store.transaction() as db:
+            cur = db.execute(
+                "UPDATE audit SET outcome='interrupted', outcome_detail='the gateway replica ' || replica || "
+                "' stopped before the call was answered', completed_at=? WHERE outcome IS NULL AND replica IN "
+                "(SELECT id FROM replicas WHERE last_seen < ? AND id <> ?)", (now(), _iso(stale_s), self.replica))
+            return max(cur.rowcount, 0)
+
+    def close(self, why: str = "the gateway stopped before the call was answered") -> None:
+        """On shutdown: this replica's records still open are interrupted (a drain that timed out)."""
+        with self.store.transaction() as db:
+            db.execute("UPDATE audit SET outcome='interrupted', outcome_detail=?, completed_at=? "
+                       "WHERE outcome IS NULL AND replica=?", (why, now(), self.replica))
+
+
+def query_records(store: Store, limit: int | None = 100, **filters) -> list[dict]:
+    """Audit records of ``store``, newest first, each a dict of RECORD_FIELDS (dimensions and secrets parsed).
+    filters (FILTERS): since / until (ISO 8601 times, inclusive / exclusive), server, tool (the gateway's name,
+    server.tool), decision, rule, session, outcome ("open" for records still open), replica; None: any."""
+    unknown = set(filters) - set(FILTERS)
+    if unknown:
+        raise TypeError(f"unknown audit filters: {', '.join(sorted(unknown))}")
+    where, params = [], []
+    for key, value in filters.items():
+        if value is None:
+            continue
+        if key == "since":
+            where.append("time >= ?")
+        elif key == "until":
+            where.append("time < ?")
+        elif key == "outcome" and value == "open":
+            where.append("outcome IS NULL")
+            continue
+        else:
+            where.append(f"{key} = ?")
+        params.append(value)
+    sql = f"SELECT {', '.join(RECORD_FIELDS)} FROM audit"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY time DESC, id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    with store.read() as db:
+        rows = db.execute(sql, tuple(params)).fetchall()
+    out = []
+    for row in rows:
+        r = dict(zip(RECORD_FIELDS, row))
+        for f in JSON_FIELDS:
+            r[f] = None if r[f] is None else json.loads(r[f])
+        out.append(r)
+    return out
+
+
+__all__ = ["AuditLog", "AuditStore", "FILTERS", "HEARTBEAT_S", "KEY_FILE", "RECORD_FIELDS", "STALE_S",
+           "arguments_digest", "installation_key", "query_records", "replica_name", "session_digest"]

@@ -1,5 +1,6 @@
 """Pinned tool definitions: what each downstream tool looked like when it was first seen or last accepted,
-kept in SQLite in the gateway's state directory, so a definition that changes later is caught.
+kept in the gateway's state store (`serve.store`: SQLite in the state directory, or the PostgreSQL database the
+replicas share), so a definition that changes later is caught.
 
     store = PinStore(state_dir)                                  # <state_dir>/gateway.sqlite
     store.observe("files", tools, quarantine=False)              # on every listing of a server
@@ -14,8 +15,8 @@ seen is kept in ``history``. The gateway reads the store on every decision, so a
 while it runs takes effect at the next call; a store it cannot read gives "unavailable", and the call is
 refused (fail closed).
 
-Why SQLite: one file in the state directory, nothing to start, safe against concurrent readers and a writer
-(the CLI while the gateway runs), and transactions, so a crash never leaves half a pin.
+Why a database: safe against concurrent readers and a writer (the CLI while the gateway runs, other replicas),
+and transactions, so a crash never leaves half a pin.
 """
 
 from __future__ import annotations
@@ -25,38 +26,12 @@ import getpass
 import hashlib
 import json
 import os
-import sqlite3
-from contextlib import closing, contextmanager
 from pathlib import Path
 
-from riskrank_jax.errors import ConfigError
 from riskrank_jax.serve.identity import identity, split_identity
+from riskrank_jax.serve.store import DB_NAME, Store, StoreUnavailable, open_store
 
 DEFINITION_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-SCHEMA_VERSION = 1
-DB_NAME = "gateway.sqlite"
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pins (
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    accepted_hash TEXT,            -- NULL: quarantined, never accepted
-    current_hash TEXT NOT NULL,
-    changed INTEGER NOT NULL,      -- 1 once a definition other than the accepted one was seen, until accepted
-    first_seen TEXT NOT NULL,
-    changed_at TEXT,
-    accepted_at TEXT,
-    accepted_by TEXT,
-    PRIMARY KEY (server, tool)
-);
-CREATE TABLE IF NOT EXISTS history (
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    definition TEXT NOT NULL,      -- canonical JSON of the definition's keys
-    first_seen TEXT NOT NULL,
-    PRIMARY KEY (server, tool, hash)
-);
-"""
 
 
 def resolve_state_dir(path=None) -> Path:
@@ -89,40 +64,16 @@ class PinStore:
     """The pins of one state directory (module docstring). Every method opens its own connection, so the
     store may be used from the gateway's threads and from another process at once."""
 
-    def __init__(self, state_dir):
-        self.dir = resolve_state_dir(state_dir)
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as e:
-            raise ConfigError(f"cannot create the gateway's state directory ({e.strerror})", self.dir) from None
-        self.path = self.dir / DB_NAME
-        try:
-            with closing(sqlite3.connect(self.path, timeout=5.0)) as db:
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise ConfigError(f"the pin store has schema version {version}; this riskrank-jax knows up "
-                                      f"to {SCHEMA_VERSION} (a newer riskrank-jax wrote it)", self.path)
-                db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
-        except sqlite3.Error as e:
-            raise ConfigError(f"cannot open the pin store ({e})", self.path) from None
-        os.chmod(self.path, 0o600)
+    def __init__(self, state_dir=None, database: str | None = None, store: Store | None = None):
+        """The pins of ``store``, else of `open_store` (state_dir, database): SQLite in the state directory, or
+        the PostgreSQL database every replica shares."""
+        self.store = store if store is not None else open_store(state_dir, database)
+        self.dir = getattr(self.store, "dir", None) or resolve_state_dir(state_dir)
+        self.path = getattr(self.store, "path", None) or self.store.where
 
-    @contextmanager
     def _db(self):
-        """One connection in one transaction (committed on success, rolled back on an error)."""
-        try:
-            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
-        except sqlite3.Error as e:
-            raise ConfigError(f"cannot open the pin store ({e})", self.path) from None
-        with closing(conn):
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        """One transaction of the store (committed on success, rolled back on an error)."""
+        return self.store.transaction()
 
     def observe(self, server: str, tools: list[dict], quarantine: bool = False) -> list[dict]:
         """Record one listing of ``server``'s ``tools`` (MCP tool objects); returns the pins that changed
@@ -131,7 +82,7 @@ class PinStore:
         with self._db() as db:
             for t in tools:
                 name, h = t["name"], definition_hash(t)
-                db.execute("INSERT OR IGNORE INTO history VALUES (?, ?, ?, ?, ?)",
+                db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                            (server, name, h, json.dumps(definition(t), sort_keys=True), now))
                 row = db.execute("SELECT accepted_hash, current_hash, changed FROM pins WHERE server=? AND tool=?",
                                  (server, name)).fetchone()
@@ -158,11 +109,10 @@ class PinStore:
         "changed" (it differs from the accepted one, or did since the last acceptance), "quarantined" (never
         accepted), "unknown" (not recorded yet) or "unavailable" (the store cannot be read)."""
         try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0)
-            with closing(conn):
-                row = conn.execute("SELECT accepted_hash, current_hash, changed FROM pins WHERE server=? AND tool=?",
-                                   (server, tool)).fetchone()
-        except sqlite3.Error:
+            with self.store.read() as db:
+                row = db.execute("SELECT accepted_hash, current_hash, changed FROM pins WHERE server=? AND tool=?",
+                                 (server, tool)).fetchone()
+        except StoreUnavailable:
             return "unavailable"
         if row is None:
             return "unknown"

@@ -1,0 +1,389 @@
+"""The gateway's state store: one schema, in SQLite or PostgreSQL, for everything the gateway must not lose or
+must share between replicas.
+
+    store = open_store(state_dir)                               # <state_dir>/gateway.sqlite (the default)
+    store = open_store(state_dir, "postgresql://gw@db/gateway")  # shared by every replica
+    with store.transaction() as db:                             # one transaction; "?" placeholders
+        db.execute("SELECT ...", (a, b)).fetchall()
+
+Tables (`MIGRATIONS`, applied in order, each recorded in ``schema_migrations``):
+
+* ``pins``, ``history``  — each tool's pinned definition and every definition seen (`serve.pins`);
+* ``audit``              — one record per call decision, written before the call is forwarded and completed
+                           after it (`serve.audit.AuditStore`);
+* ``flows``              — per MCP session, the tool that returned untrusted content (the session-flow rule);
+* ``confirmations``      — the user's answer to each confirmation asked (granted or declined);
+* ``replicas``           — each gateway process that used the store and when it last said it was alive: a call
+                           left open by a replica that stopped saying so is recorded as interrupted;
+* ``keys``               — secrets every replica must share (the request-state seal, on PostgreSQL the audit key).
+
+Every method raises `StoreUnavailable` (naming the store, never its password) when the database cannot be
+reached or answers with an error; the gateway then refuses calls (fail closed) and a PostgreSQL connection is
+opened again on the next use, so a restarted database is picked up without restarting the gateway.
+
+Why two databases behind one schema: SQLite is embedded, nothing to start, right for one machine; several
+replicas behind a load balancer need one server they all reach, PostgreSQL. The SQL is the subset both speak
+(``INSERT ... ON CONFLICT DO NOTHING``, TEXT times in UTC ISO 8601, which sort as times).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import queue
+import re
+import sqlite3
+import threading
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+from riskrank_jax.errors import ConfigError, RiskRankError
+
+DB_NAME = "gateway.sqlite"
+CONNECT_TIMEOUT_S = 3  # a database that does not answer by then is unavailable (the call is refused)
+POOL_SIZE = 4
+LOCK_ID = 0x72726A78  # PostgreSQL advisory lock held while migrating ("rrjx")
+
+_PINS = """
+CREATE TABLE IF NOT EXISTS pins (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    accepted_hash TEXT,            -- NULL: quarantined, never accepted
+    current_hash TEXT NOT NULL,
+    changed INTEGER NOT NULL,      -- 1 once a definition other than the accepted one was seen, until accepted
+    first_seen TEXT NOT NULL,
+    changed_at TEXT,
+    accepted_at TEXT,
+    accepted_by TEXT,
+    PRIMARY KEY (server, tool)
+);
+CREATE TABLE IF NOT EXISTS history (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    definition TEXT NOT NULL,      -- canonical JSON of the definition's keys
+    first_seen TEXT NOT NULL,
+    PRIMARY KEY (server, tool, hash)
+);
+"""
+
+_SHARED = """
+CREATE TABLE audit (
+    id TEXT PRIMARY KEY,           -- one per call decision: completing a record updates it, never adds one
+    time TEXT NOT NULL,            -- when the decision was made (UTC, ISO 8601)
+    replica TEXT NOT NULL,
+    session TEXT,                  -- sha256(session key)[:12], NULL: the gateway's flow
+    tool TEXT NOT NULL,
+    server TEXT,
+    risk_level INTEGER,
+    risk_source TEXT,
+    decision TEXT NOT NULL,        -- allowed | confirmed | refused
+    reason TEXT NOT NULL,
+    rule TEXT,
+    dimensions TEXT,               -- JSON
+    pin TEXT,
+    secrets TEXT,                  -- JSON: the kinds and paths of secrets found in the arguments
+    arguments_hmac TEXT,
+    outcome TEXT,                  -- NULL while forwarded, then ok, error or interrupted, or: not forwarded
+    outcome_detail TEXT,
+    completed_at TEXT,
+    duration_ms {real}
+);
+CREATE INDEX audit_time ON audit (time);
+CREATE INDEX audit_tool ON audit (server, tool);
+CREATE INDEX audit_session ON audit (session);
+CREATE INDEX audit_open ON audit (outcome, replica);
+CREATE TABLE flows (
+    session TEXT PRIMARY KEY,      -- the MCP session's key
+    tool TEXT NOT NULL,            -- the tool that returned untrusted content in it
+    time TEXT NOT NULL
+);
+CREATE TABLE confirmations (
+    id TEXT PRIMARY KEY,
+    time TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    session TEXT,
+    tool TEXT NOT NULL,
+    arguments_hmac TEXT,
+    event TEXT NOT NULL            -- the user's answer: granted | declined
+);
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL,
+    last_seen TEXT NOT NULL
+);
+CREATE TABLE keys (
+    name TEXT PRIMARY KEY,
+    value {blob} NOT NULL,
+    created TEXT NOT NULL
+);
+"""
+
+# (version, name, SQL): applied in order, each once, in one transaction with its schema_migrations row
+MIGRATIONS = (
+    (1, "pinned tool definitions", _PINS),
+    (2, "audit records, session flows, confirmations, replicas, shared keys", _SHARED),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+_TYPES = {"sqlite": {"real": "REAL", "blob": "BLOB"}, "postgresql": {"real": "DOUBLE PRECISION", "blob": "BYTEA"}}
+
+
+class StoreUnavailable(RiskRankError):
+    """The state store cannot be reached or answered with an error (the message names the store)."""
+
+
+def now() -> str:
+    """The current time as the store keeps it: UTC, ISO 8601, milliseconds."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def hide_password(url: str) -> str:
+    """``url`` with the password of its user info replaced by ``***``."""
+    return re.sub(r"^(\w[\w+.-]*://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def _statements(sql: str) -> list[str]:
+    return [s.strip() for s in sql.split(";") if s.strip()]
+
+
+class _Db:
+    """One connection inside a transaction: ``execute(sql, params)`` with "?" placeholders on either database."""
+
+    def __init__(self, conn, dialect: str):
+        self.conn, self.dialect = conn, dialect
+
+    def execute(self, sql: str, params=()):
+        if self.dialect == "postgresql":
+            sql = sql.replace("?", "%s")
+        return self.conn.execute(sql, params)
+
+
+class Store:
+    """The state store (module docstring): ``transaction()`` for reads and writes, ``read()`` for reads that
+    must not create anything, ``secret(name)`` for shared keys, ``where`` to name it in messages."""
+
+    dialect: str = ""
+    where: str = ""
+
+    def transaction(self):
+        raise NotImplementedError
+
+    def read(self):
+        return self.transaction()
+
+    def migrate(self) -> None:
+        """Apply the migrations this database has not had, in order (`MIGRATIONS`)."""
+        with self.transaction(lock=True) as db:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                       "name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            done = {v for (v,) in db.execute("SELECT version FROM schema_migrations").fetchall()}
+            newest = max(done, default=0)
+            if newest > SCHEMA_VERSION:
+                raise ConfigError(f"the gateway's state store has schema version {newest}; this riskrank-jax "
+                                  f"knows up to {SCHEMA_VERSION} (a newer riskrank-jax wrote it)", self.where)
+            for version, name, sql in MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in _statements(sql.format(**_TYPES[self.dialect])):
+                    db.execute(statement)
+                db.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, now()))
+            self._after_migrate(db)
+
+    def _after_migrate(self, db) -> None:
+        pass
+
+    def version(self) -> int:
+        with self.read() as db:
+            return db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+
+    def shared_key(self, name: str, nbytes: int = 32) -> bytes:
+        """The key ``name`` from the ``keys`` table, created (random ``nbytes``) by the first replica to ask:
+        every replica reads the same key."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO keys VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                       (name, os.urandom(nbytes), now()))
+            (value,) = db.execute("SELECT value FROM keys WHERE name = ?", (name,)).fetchone()
+        return bytes(value)
+
+    def secret(self, name: str, nbytes: int = 32) -> bytes:
+        return self.shared_key(name, nbytes)
+
+    def close(self) -> None:
+        pass
+
+
+class SqliteStore(Store):
+    """The store in ``<state_dir>/gateway.sqlite`` (mode 0600, WAL): a connection per transaction, so the
+    gateway's threads and another process (the CLI) use it at once."""
+
+    dialect = "sqlite"
+
+    def __init__(self, state_dir: Path):
+        self.dir = Path(state_dir)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as e:
+            raise ConfigError(f"cannot create the gateway's state directory ({e.strerror})", self.dir) from None
+        self.path = self.dir / DB_NAME
+        self.where = str(self.path)
+        try:
+            self.migrate()
+        except sqlite3.Error as e:
+            raise ConfigError(f"cannot open the gateway's state store ({e})", self.path) from None
+        except StoreUnavailable as e:
+            raise ConfigError(str(e).removeprefix(f"{self.path}: "), self.path) from None
+        os.chmod(self.path, 0o600)
+
+    def _after_migrate(self, db) -> None:
+        # the pin store of riskrank-jax before the shared schema kept its version here; keep it in step
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def transaction(self, lock: bool = False):
+        """One connection in one transaction (BEGIN IMMEDIATE: writers queue; committed on success, rolled back
+        on an error). lock: accepted for the interface (a SQLite write transaction is already exclusive)."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"{self.path}: cannot open the gateway's state store ({e})") from None
+        with closing(conn):
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                if lock:
+                    self._check_version(conn)
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StoreUnavailable(f"{self.path}: cannot open the gateway's state store ({e})") from None
+            try:
+                yield _Db(conn, self.dialect)
+            except sqlite3.Error as e:
+                conn.execute("ROLLBACK")
+                raise StoreUnavailable(f"{self.path}: the gateway's state store answered with an error ({e})") \
+                    from None
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _check_version(self, conn) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigError(f"the gateway's state store has schema version {version}; this riskrank-jax knows "
+                              f"up to {SCHEMA_VERSION} (a newer riskrank-jax wrote it)", self.path)
+        if version >= 1 and not conn.execute("SELECT name FROM sqlite_master WHERE name='schema_migrations'"
+                                             ).fetchone():
+            # a pin store of riskrank-jax before the shared schema: its tables are migration 1
+            conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                         "applied_at TEXT NOT NULL)")
+            conn.execute("INSERT INTO schema_migrations VALUES (1, ?, ?)", (MIGRATIONS[0][1], now()))
+
+    @contextmanager
+    def read(self):
+        """A read-only connection: a store that is missing is reported unavailable, never created."""
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0)
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"{self.path}: cannot read the gateway's state store ({e})") from None
+        with closing(conn):
+            try:
+                yield _Db(conn, self.dialect)
+            except sqlite3.Error as e:
+                raise StoreUnavailable(f"{self.path}: cannot read the gateway's state store ({e})") from None
+
+    def secret(self, name: str, nbytes: int = 32) -> bytes:
+        """On SQLite a key is a file of its own beside the database (``<name>.key``, mode 0600,
+        `serve.audit.installation_key`), so the audit key of earlier versions stays the audit key."""
+        from riskrank_jax.serve.audit import installation_key
+
+        return installation_key(self.dir, f"{name}.key", nbytes)
+
+
+class PostgresStore(Store):
+    """The store in a PostgreSQL database (``postgresql://`` URL, psycopg 3): a small pool of connections, each
+    dropped when it fails, so the next transaction reconnects."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str):
+        try:
+            import psycopg
+        except ImportError:
+            raise ConfigError("a postgresql:// state store needs psycopg 3: pip install 'riskrank-jax[postgres]'",
+                              hide_password(url)) from None
+        self._psycopg = psycopg
+        self.url, self.where = url, hide_password(url)
+        self._pool: queue.LifoQueue = queue.LifoQueue()
+        self._lock = threading.Lock()
+        self.migrate()
+
+    def _connect(self):
+        try:
+            return self._psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=False)
+        except self._psycopg.Error as e:
+            raise StoreUnavailable(f"{self.where}: cannot connect to the gateway's state store "
+                                   f"({_first_line(e)})") from None
+
+    @contextmanager
+    def transaction(self, lock: bool = False):
+        """One pooled connection in one transaction; lock: hold the migration lock (several replicas starting at
+        once migrate one after another)."""
+        try:
+            conn = self._pool.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        ok = False
+        try:
+            try:
+                if lock:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
+                yield _Db(conn, self.dialect)
+                conn.commit()
+                ok = True
+            except self._psycopg.Error as e:
+                raise StoreUnavailable(f"{self.where}: the gateway's state store failed ({_first_line(e)})") \
+                    from None
+        finally:
+            if not ok:
+                try:
+                    conn.rollback()
+                except self._psycopg.Error:
+                    conn.close()
+            if conn.closed or conn.broken:
+                conn.close()
+            elif self._pool.qsize() < POOL_SIZE:
+                self._pool.put(conn)
+            else:
+                conn.close()
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._pool.get_nowait().close()
+            except queue.Empty:
+                return
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def open_store(state_dir=None, database: str | None = None) -> Store:
+    """The state store: PostgreSQL when ``database`` (or $RISKRANK_DATABASE) is a ``postgresql://`` URL, else
+    SQLite in the state directory (`serve.pins.resolve_state_dir`). Migrated to `SCHEMA_VERSION` on opening.
+    Raises ConfigError naming the store for a URL it cannot use or a newer schema, StoreUnavailable when the
+    database cannot be reached."""
+    from riskrank_jax.serve.pins import resolve_state_dir
+
+    database = database if database is not None else os.environ.get("RISKRANK_DATABASE") or None
+    if database:
+        if not re.match(r"^postgres(ql)?://", database):
+            raise ConfigError("the state database must be a postgresql:// URL (leave it out for SQLite in the state "
+                              "directory)", hide_password(database))
+        return PostgresStore(database)
+    return SqliteStore(resolve_state_dir(state_dir))
+
+
+__all__ = ["DB_NAME", "MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "SqliteStore", "Store", "StoreUnavailable",
+           "hide_password", "now", "open_store"]
