@@ -24,7 +24,6 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from riskrank_jax.errors import RiskHeadError
 from riskrank_jax.model import heads
@@ -97,6 +96,9 @@ def minibatch_epochs(params, opt, loss_fn, key, *, n: int, batch_size: int, epoc
     from its own key and drops the last ``n mod batch_size`` rows. Returns (params, mean loss per epoch [epochs]).
     Pure and jit/vmap-able.
     """
+    # deferred: optax (training only) stays off the import path of the ranker that only applies a head
+    import optax
+
     steps = n // batch_size
 
     def step(carry, idx):
@@ -117,6 +119,9 @@ def minibatch_epochs(params, opt, loss_fn, key, *, n: int, batch_size: int, epoc
 def _fit_one(seed, emb, target, *, config: HeadConfig, batch_size: int):
     """One seed: MSE of f_risk(emb [N, d]) to target [N] over shuffled minibatches. Returns (params
     {"V1" [d, h], "c1" [h], "V2" [h, 1], "c2" [1]}, mean loss per epoch [epochs]). Pure; jit/vmap-able."""
+    # deferred: optax (training only) stays off the import path of the ranker that only applies a head
+    import optax
+
     n, dim = emb.shape
     opt = (optax.adam(config.lr) if config.optimizer == "adam"
            else optax.adamw(config.lr, weight_decay=config.weight_decay))
