@@ -73,11 +73,12 @@ def test_the_audit_line_records_the_dimensions_the_decision_was_made_on(catalog,
     """The call's dimension row is computed once, by decide_call (the argument rule judges the statement once),
     carried in the Decision and recorded as it is."""
     from riskrank_jax.registry.dimensions import describe
-    from riskrank_jax.serve import policy as policy_module
+    from riskrank_jax.registry import arguments as arguments_module  # serve.policy imports it on a first call
 
     judged = []
-    judge = policy_module.judge_arguments
-    monkeypatch.setattr(policy_module, "judge_arguments", lambda rule, args: judged.append(rule) or judge(rule, args))
+    judge = arguments_module.judge_arguments
+    monkeypatch.setattr(arguments_module, "judge_arguments",
+                        lambda rule, args: judged.append(rule) or judge(rule, args))
     gw = _gateway(catalog, tmp_path)
     args = {"sql": "DELETE FROM customers"}
     gated = gw.gate("postgres.query", args)

@@ -38,7 +38,7 @@ def parse_time(text: str | None, option: str) -> str | None:
         try:
             when = dt.datetime.fromisoformat(text.strip())
         except ValueError:
-            raise click.BadParameter(f"{text!r} is neither an ISO 8601 time (2026-12-01, 2026-12-01T09:30) nor a "
+            raise click.BadParameter(f"{text!r} is neither an ISO 8601 time (YYYY-MM-DD or YYYY-MM-DDTHH:MM) nor a "
                                      "span back from now (30m, 12h, 7d, 2w)", param_hint=option) from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.timezone.utc)

@@ -16,6 +16,7 @@ import click
 
 from riskrank_jax.cli.options import (cache_dir_option, encoder_option, expand_multi_value_options, key_value_pairs,
                                       memory_budget_option, risk_head_option, seeds_option)
+from riskrank_jax.cli.audit_query import audit_command
 from riskrank_jax.cli.pins import pins_group
 from riskrank_jax.cli.rank import fit_command, rank_command
 from riskrank_jax.cli.serve import serve_command
@@ -373,6 +374,7 @@ cli.add_command(rank_command)  # commands defined in their own modules
 cli.add_command(fit_command)
 cli.add_command(serve_command)
 cli.add_command(pins_group)
+cli.add_command(audit_command)
 
 
 def main(argv=None):

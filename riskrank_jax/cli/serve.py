@@ -29,10 +29,11 @@ FLAG_LEAVES = {  # each flag of `serve` and the leaf of serve.config.GatewaySett
     "--http": "http.address", "--token-file": "http.token_file", "--allowed-host": "http.allowed_hosts",
     "--allowed-origin": "http.allowed_origins", "--expose": "runtime.expose",
     "--tool-references": "runtime.tool_references", "--audit-log": "runtime.audit_log",
-    "--state-dir": "runtime.state_dir", "--cache-dir": "runtime.cache_dir", "--allow-level": "policy.allow_level",
+    "--state-dir": "runtime.state_dir", "--database": "runtime.database", "--cache-dir": "runtime.cache_dir", "--allow-level": "policy.allow_level",
     "--model": "rank.model", "--risk-head": "rank.risk_head", "--encoder": "rank.encoder",
     "--trust-annotations": "rank.trust_annotations", "--intent": "rank.intent",
-    "--intent-hold-back": "rank.intent_hold_back"}
+    "--intent-hold-back": "rank.intent_hold_back", "--drain-timeout": "http.drain_timeout_s",
+    "--log-format": "runtime.log_format"}
 
 
 def read_token(path) -> str:
@@ -76,6 +77,10 @@ HTTP_OPTIONS = (
     click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="URL",
                  help="A browser Origin (scheme://host[:port]) allowed to use the HTTP gateway, besides "
                       "http(s)://<an allowed host>. Requests without Origin (not from a browser) pass. Repeatable."),
+    click.option("--drain-timeout", "drain_timeout", type=click.FloatRange(0, 3600), default=None, metavar="SECONDS",
+                 help="On SIGTERM or SIGINT the HTTP gateway drains: /readyz turns 503, new requests get 503 with "
+                      "Retry-After, and the requests in flight may finish for up to SECONDS (default 30) before it "
+                      "stops and closes the downstream servers. /healthz, /readyz and /metrics: docs/serve.md."),
 )
 
 
@@ -102,7 +107,11 @@ def _http_options(command):
 @click.option("--tool-references", is_flag=True, default=None,
               help='search_tools also returns Anthropic {"type": "tool_reference", "tool_name": ...} blocks.')
 @click.option("--audit-log", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Append one JSON line per call decision (never argument values), flushed before forwarding.")
+              help="Also append one JSON line per call decision (never argument values) to FILE, flushed before "
+                   "forwarding; the state store keeps every record with its outcome (riskrank-jax audit).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
+              help="Log lines on stderr as text (default) or as one JSON object a line (time, level, logger, "
+                   "message, ...), downstream servers' stderr included.")
 @click.option("--allow-level", type=click.IntRange(1, 5), default=None,
               help="Highest risk level that passes without confirmation (overrides the config's policy; default 3).")
 @click.option("--model", type=click.Path(file_okay=False), default=None, metavar="DIR",

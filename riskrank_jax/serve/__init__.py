@@ -11,6 +11,8 @@ Modules, top to bottom:
                        elicitation), ``list_servers``, or ``--expose filtered``; it only translates decisions;
 * ``http_guard``     — the HTTP transport's guard: Host and Origin for every bind address, the bearer token,
                        request size;
+* ``operate``        — running the HTTP gateway as a service: /healthz, /readyz, /metrics (Prometheus), the drain
+                       on SIGTERM, JSON log lines;
 * ``downstream``     — one supervised MCP client per downstream server: list all pages leniently (invalid tools
                        named, not fatal), watch list_changed, restart with a backoff that settles, forward calls
                        with a timeout, progress and cancellation;
@@ -22,11 +24,15 @@ Modules, top to bottom:
 * ``policy``         — `decide_call`, the one function that decides a call (allow, ask, refuse) and says why;
 * ``call_arguments`` — a call's arguments checked before they leave: the tool's input schema, secrets, secret
                        file paths;
-* ``pins``           — each tool's definition pinned at first sight in SQLite; changes marked until accepted;
+* ``pins``           — each tool's definition pinned at first sight in the state store; changes marked until
+                       accepted;
+* ``sessions``       — each MCP session's flow and the user's answers to confirmations, in the state store;
 * ``identity``       — one identity per tool, ``server.tool``, the MCP specification's name rules, and how
                        foreign text is shown;
-* ``audit``          — the JSON Lines audit log, flushed to disk before a call is forwarded, with a keyed digest
-                       of the arguments;
+* ``audit``          — one record per call decision in the state store, written before the call is forwarded
+                       and completed with its outcome, a keyed digest of the arguments; the JSON Lines export;
+* ``store``          — the state store: one schema with versioned migrations, SQLite in the state directory or
+                       the PostgreSQL database replicas share; unavailable means refused;
 * ``sdk_hooks``      — the MCP SDK's private parts the gateway relies on, one function each.
 
 Why its own folder: the gateway is a transport around the ``Ranker``; it adds no second ranking path.

@@ -15,8 +15,9 @@ one session share it, and an HTTP session id, which lets its holder join the ses
 arguments_hmac (`arguments_digest`: HMAC-SHA256 of the arguments as canonical JSON under the installation's
 key). Never the argument values: they may hold secrets.
 
-The key (`installation_key`) is 32 random bytes in ``<state_dir>/audit.key``, created once with mode 0600 and
-refused when group or others have any permission on it. Why keyed: a plain sha256 of short arguments (a 6-digit
+The key (`Store.secret("audit")`) is 32 random bytes: with SQLite in ``<state_dir>/audit.key`` (`installation_key`),
+created once with mode 0600 and refused when group or others have any permission on it; with PostgreSQL in the
+store's ``keys`` table, so every replica's digests agree. Why keyed: a plain sha256 of short arguments (a 6-digit
 code, a password from a leaked list) is reversed by trying candidates; without the key, the log's digests can
 only be compared with each other (the same arguments, the same digest), and by whoever holds the key, with a
 guess.
@@ -32,98 +33,12 @@ import hmac
 import json
 import os
 import socket
-import stat
 import threading
 import time
 import uuid
 from pathlib import Path
 
-from riskrank_jax.errors import ConfigError
-from riskrank_jax.serve.store import Store, StoreUnavailable, now
-
-KEY_FILE = "audit.key"
-KEY_BYTES = 32
-
-
-def _read_key(path: Path, nbytes: int = KEY_BYTES) -> bytes:
-    """The key in ``path``, refused (ConfigError naming the file) when it is a link or not a regular file, when
-    group or others have any permission on it, or when it is not KEY_BYTES long."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # a link in its place is refused
-    except OSError as e:
-        raise ConfigError(f"the key cannot be read ({e.strerror})", path) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError("the key is not a regular file", path)
-        if mode & 0o077:
-            raise ConfigError(f"the key is open to group or others (mode {stat.S_IMODE(mode):04o}); allow "
-                              f"only its owner (chmod 600), or remove it to create a new key", path)
-        key = os.read(fd, nbytes + 1)
-    finally:
-        os.close(fd)
-    if len(key) != nbytes:
-        raise ConfigError(f"the key holds {len(key)} bytes{'+' if len(key) > nbytes else ''}, not "
-                          f"{nbytes}; remove it to create a new key", path)
-    return key
-
-
-def _write_new(path: Path, flags: int, data: bytes) -> None:
-    """Create ``path`` (``flags`` hold O_EXCL: FileExistsError when it exists), mode 0600, with ``data``,
-    fsynced."""
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _create_key(folder: Path, path: Path, nbytes: int = KEY_BYTES) -> None:
-    """Write a new key to ``path`` unless it exists: written and fsynced under a temporary name (O_CREAT|O_EXCL,
-    mode 0600), then linked into place, so no reader sees a partial key and the first process to link wins.
-    On a file system without hard links, the key file itself is created with O_CREAT|O_EXCL."""
-    key = os.urandom(nbytes)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    _write_new(tmp, flags, key)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:  # another process created the key first: that key is read
-        pass
-    except OSError:  # no hard links here
-        try:
-            _write_new(path, flags, key)
-        except FileExistsError:
-            pass
-    finally:
-        os.unlink(tmp)
-    if hasattr(os, "O_DIRECTORY"):  # the new name survives a crash too
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def installation_key(state_dir, file: str = KEY_FILE, nbytes: int = KEY_BYTES) -> bytes:
-    """The installation's audit key: KEY_BYTES random bytes in ``<state_dir>/audit.key`` (or ``nbytes`` in
-    ``file``: another key of the state directory, `serve.store.SqliteStore.secret`).
-
-    Args:
-        state_dir: the gateway's state folder (created, mode 0700, when missing).
-    Returns:
-        The key, created when the file is missing (`_create_key`: atomic, mode 0600; when another process
-        creates it first, its key is read). Raises ConfigError naming the file when its permissions let group
-        or others read it, or when it does not hold exactly KEY_BYTES bytes.
-    """
-    folder = Path(state_dir).expanduser()
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = folder / file
-    if not os.path.lexists(path):
-        _create_key(folder, path, nbytes)
-    return _read_key(path, nbytes)
-
+from riskrank_jax.serve.store import KEY_FILE, Store, StoreUnavailable, installation_key, now
 
 def arguments_digest(arguments, key: bytes) -> str:
     """HMAC-SHA256 (hex) of ``arguments`` as canonical JSON (sorted keys, no spaces) under ``key``

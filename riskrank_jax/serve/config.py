@@ -43,6 +43,8 @@ POLICY_KEYS = {"allow_level", "allow", "deny", "trusted_servers", "confirm", "as
                "session_flow", "quarantine_new_servers"}
 HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
 EXPOSE_MODES = ("search", "filtered")
+LOG_FORMATS = ("text", "json")  # runtime.log_format (serve.operate)
+MAX_SECONDS = 3600.0  # the largest number of seconds a *_s setting of a section takes (http.drain_timeout_s)
 NO_TOKEN_HOSTS = ("127.0.0.1", "::1", "localhost")  # exactly these: another loopback address needs a token too
 PATH_LEAVES = ("rank.risk_head", "rank.model", "http.token_file", "runtime.audit_log", "runtime.state_dir",
                "runtime.cache_dir")  # relative to the config file when given there
@@ -133,26 +135,33 @@ class RankSettings:
 class HttpSettings:
     """Streamable HTTP instead of stdio: address "HOST:PORT" (None: stdio), token_file (the file of the bearer
     token clients must send; the token is read when the gateway starts and never kept in the tree),
-    allowed_hosts / allowed_origins (more Host header values and browser Origins, `serve.http_guard`)."""
+    allowed_hosts / allowed_origins (more Host header values and browser Origins, `serve.http_guard`),
+    drain_timeout_s (on SIGTERM, how long the requests in flight may take to finish, `serve.operate`)."""
 
     address: str | None = None
     token_file: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    drain_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
     """What the gateway exposes and where it keeps things: expose ("search": search_tools + call_tool +
     list_servers; "filtered": the downstream tools themselves), tool_references (Anthropic tool_reference blocks
-    in search results), audit_log (one JSON line per call decision; None: none), state_dir (pins and the audit
-    key; None: `serve.pins.resolve_state_dir`), cache_dir (embedding and compile cache; None: the default)."""
+    in search results), audit_log (one JSON line per call decision, the audit's export; None: none), state_dir
+    (the SQLite state store and its keys; None: `serve.pins.resolve_state_dir`), database (a postgresql:// URL:
+    the state store every replica shares, `serve.store`; None: $RISKRANK_DATABASE, else SQLite in state_dir),
+    cache_dir (embedding and compile cache; None: the default), log_format ("text", or "json": one JSON object a
+    line on stderr, `serve.operate`)."""
 
     expose: str = "search"
     tool_references: bool = False
     audit_log: str | None = None
     state_dir: str | None = None
+    database: str | None = None
     cache_dir: str | None = None
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -312,9 +321,10 @@ def _section(path, base: Path, doc, name: str):
         if isinstance(default, bool):
             if not isinstance(value, bool):
                 _fail(path, block, f"{name}.{key} must be true or false, got {value!r}")
-        elif isinstance(default, float):  # the shares of [0, 1] (rank.intent_hold_back)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                _fail(path, block, f"{name}.{key} must be a number in 0..1, got {value!r}")
+        elif isinstance(default, float):  # the shares of [0, 1] (rank.intent_hold_back); seconds (*_s)
+            top = MAX_SECONDS if key.endswith("_s") else 1
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+                _fail(path, block, f"{name}.{key} must be a number in 0..{top:g}, got {value!r}")
             value = float(value)
         elif isinstance(default, tuple):
             value = _strings(path, value, f"{name}.{key}", block)
@@ -326,6 +336,8 @@ def _section(path, base: Path, doc, name: str):
     settings = cls(**values)
     if name == "runtime" and settings.expose not in EXPOSE_MODES:
         _fail(path, block, f"runtime.expose must be one of {', '.join(EXPOSE_MODES)}, got {settings.expose!r}")
+    if name == "runtime" and settings.log_format not in LOG_FORMATS:
+        _fail(path, block, f"runtime.log_format must be one of {', '.join(LOG_FORMATS)}, got {settings.log_format!r}")
     if name == "http" and settings.address is not None:
         try:
             host_port(settings.address)
@@ -384,7 +396,7 @@ def _server_view(s: ServerSpec) -> dict:
 
 def settings_view(settings: GatewaySettings, token_from: str | None = None) -> dict:
     """The tree as JSON-ready data (``serve --show-config``) with its secrets hidden: the values of the servers'
-    ``env`` and ``headers``, the user, password and query of their URLs. The HTTP token is never in the tree:
+    ``env`` and ``headers``, the user, password and query of their URLs and of the state database's URL. The HTTP token is never in the tree:
     ``http.token`` says whether one is set and where it is read from (``token_from``: the flag or the config
     key that named ``http.token_file``). ``rank.config`` is the zero-shot ranker's config as served, the intent
     leaves applied."""
@@ -394,7 +406,9 @@ def settings_view(settings: GatewaySettings, token_from: str | None = None) -> d
                 f"set: read from token_file when the gateway starts (token_file given by {token_from or 'Python'})")
     return {"path": settings.path, "servers": {s.name: _server_view(s) for s in settings.servers},
             "registries": list(settings.registries), "policy": tree["policy"], "limits": tree["limits"],
-            "rank": tree["rank"], "http": http, "runtime": tree["runtime"]}
+            "rank": tree["rank"], "http": http,
+            "runtime": dict(tree["runtime"], database=None if settings.runtime.database is None else
+                            _url_view(settings.runtime.database))}
 
 
 __all__ = ["ServerSpec", "Limits", "RankSettings", "HttpSettings", "RuntimeSettings", "GatewaySettings",

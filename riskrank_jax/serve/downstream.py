@@ -37,7 +37,6 @@ import dataclasses
 import json
 import logging
 import math
-import sys
 import time
 import warnings
 from collections import deque
@@ -59,6 +58,7 @@ from riskrank_jax.serve.bounded_stdio import http_client as bounded_http_client
 from riskrank_jax.serve.bounded_stdio import is_too_large, sse_too_large
 from riskrank_jax.serve.bounded_stdio import stdio_client as bounded_stdio_client
 from riskrank_jax.serve.identity import shown, tool_name_problem
+from riskrank_jax.serve.operate import log_line, stderr_sink, write_line
 from riskrank_jax.serve.sdk_hooks import absorb_tool_listing, send_raw_tools_list
 
 LIST_PAGE_CAP = 1000
@@ -71,9 +71,10 @@ class DownstreamError(RuntimeError):
     """A call that could not reach its downstream server (not running, died, timed out)."""
 
 
-def log(message: str) -> None:
-    """One line on stderr (stdout carries the MCP protocol under stdio)."""
-    print(f"riskrank-jax serve: {message}", file=sys.stderr, flush=True)
+def log(message: str, level: str = "info", **fields) -> None:
+    """One line on stderr (stdout carries the MCP protocol under stdio): text, or with runtime.log_format "json"
+    a JSON object with ``level`` and ``fields`` (`serve.operate.log_line`)."""
+    write_line(log_line(message, level, fields))
 
 
 def tool_dict(tool) -> dict:
@@ -228,6 +229,7 @@ class Downstream:
         self.list_changed = 0
         self.stdout_garbage = 0
         self.pings = 0  # liveness checks answered (any answer counts)
+        self.metrics = None  # serve.operate.GatewayMetrics: each call's latency (set by the gateway)
         self.delays: deque[float] = deque(maxlen=64)  # the restart delays used, latest last
         self.ready = anyio.Event()
         self._client = None
@@ -282,6 +284,7 @@ class Downstream:
             target = bounded_stdio_client(
                 StdioServerParameters(command=self.spec.command, args=list(self.spec.args),
                                       env=dict(self.spec.env) or None, cwd=self.spec.cwd),
+                errlog=stderr_sink(self.name),  # text logs: stderr as it is now; json: relayed as JSON
                 max_message_bytes=cap, label=self.name, on_dropped=on_dropped)
         else:
             target = streamable_http_client(
@@ -452,6 +455,12 @@ class Downstream:
         """The downstream `CallToolResult`, unchanged; DownstreamError when the server cannot be reached,
         fails during the call, or does not answer within limits.call_timeout_s. progress: an async callback
         (progress, total, message) for the server's progress notifications."""
+        if self.metrics is None:
+            return await self._call(tool, arguments, progress)
+        with self.metrics.downstream_call(self.name):
+            return await self._call(tool, arguments, progress)
+
+    async def _call(self, tool: str, arguments: dict, progress=None):
         client, why = self._client, self.unavailable()
         if why is not None:
             raise DownstreamError(why)

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-import uvicorn
 
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
 from riskrank_jax.encode.encoder import load_encoder
@@ -41,7 +40,8 @@ from riskrank_jax.paths import resolve_cache_dir
 from riskrank_jax.rank.ranker import check_queries
 from riskrank_jax.registry.dimensions import describe
 from riskrank_jax.runtime import compile_cache
-from riskrank_jax.serve.audit import AuditLog, arguments_digest, installation_key, session_digest
+from riskrank_jax.runtime.heap import release_freed_heap
+from riskrank_jax.serve.audit import HEARTBEAT_S, AuditLog, AuditStore, arguments_digest, session_digest
 from riskrank_jax.serve.catalog import (Catalog, Entry, agent_description, agent_schema, build_catalog,
                                         catalog_state, dimension_row, readable_servers, search)
 from riskrank_jax.serve.config import EXPOSE_MODES, GatewaySettings, host_port
@@ -49,7 +49,10 @@ from riskrank_jax.serve.downstream import Downstream, DownstreamError, log
 from riskrank_jax.serve.http_guard import HttpGuard, sdk_transport_security
 from riskrank_jax.serve.identity import identity, shown
 from riskrank_jax.serve.mcp_app import build_server
+from riskrank_jax.serve.operate import GatewayMetrics, Operate, set_log_format, timed_search
 from riskrank_jax.serve.pins import PinStore, definition_hash
+from riskrank_jax.serve.sessions import Sessions
+from riskrank_jax.serve.store import StoreUnavailable, now, open_store
 from riskrank_jax.serve.policy import Decision, ToolState, decide_call
 from riskrank_jax.serve.results import cap_result
 from riskrank_jax.serve.sdk_hooks import publish_tools_changed
@@ -82,15 +85,19 @@ class Gateway:
         built)."""
         if settings.runtime.expose not in EXPOSE_MODES:
             raise RiskRankError(f"expose must be one of {', '.join(EXPOSE_MODES)}, got {settings.runtime.expose!r}")
+        set_log_format(settings.runtime.log_format)  # serve.operate: text, or one JSON object a line
         self.settings = settings
         self.policy = settings.policy  # the tree's policy, read on every decision
         self.downstreams = {s.name: Downstream(s, settings.limits, on_tools=self._tools_changed)
                             for s in settings.servers}
+        self.metrics = GatewayMetrics(self)  # /metrics (serve.operate); it times the downstreams' calls
         self.catalog: Catalog | None = None
         self.rebuilds = 0
-        self.flows: dict = {}  # session key (serve.mcp_app.session_key) -> the tool that returned untrusted content
-        self.pins = PinStore(settings.runtime.state_dir)
-        self.audit_key = installation_key(self.pins.dir)
+        self.store = open_store(settings.runtime.state_dir, settings.runtime.database)  # StoreUnavailable: no start
+        self.pins = PinStore(store=self.store)
+        self.audit_key = self.store.secret("audit")
+        self.records = AuditStore(self.store)  # the audit in the store: each call's decision, then its outcome
+        self.sessions = Sessions(self.store, self.records.replica)  # session flows and confirmations
         self.audit = AuditLog(settings.runtime.audit_log) if settings.runtime.audit_log else None
         self.left_out: dict[str, str] = {}  # server -> why its tool list could not be read (left out alone)
         self._encoder = encoder
@@ -123,6 +130,7 @@ class Gateway:
         for words in WARM_UP_WORDS:  # compile (or read from the XLA cache) each request shape before it comes
             catalog.ranker.encode_queries([" ".join(["tool"] * words)])
         search(catalog, "warm up", min(5, catalog.ranker.size), self.policy)
+        release_freed_heap()  # the encoder weights' host copies and the build's temporaries, freed: back to the OS
         return catalog
 
     async def rebuild(self) -> None:
@@ -162,18 +170,27 @@ class Gateway:
         """Start every downstream server, wait for each first attempt (up or failed), build the first catalog.
         Runs beside the MCP server, so a client can connect at once; searches wait for the first catalog.
         A server still starting FIRST_CATALOG_WAIT_S after another came up does not hold the others back: the
-        first catalog is built without it, and rebuilt when it comes up."""
-        async with anyio.create_task_group() as tg:
-            for ds in self.downstreams.values():
-                tg.start_soon(ds.run)
-            await self._first_attempts()
-            self._ready.set()
-            if any(ds.tools for ds in self.downstreams.values()) or self.settings.registries:
-                await self.rebuild()
-            else:
-                down = "; ".join(f"{ds.name}: {ds.error}" for ds in self.downstreams.values())
-                log(f"no downstream server came up ({down}); the catalog stays empty until one does")
-            self._first_catalog.set()
+        first catalog is built without it, and rebuilt when it comes up. When it stops, this replica's audit
+        records still open are closed as interrupted."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.keep_alive)
+                for ds in self.downstreams.values():
+                    tg.start_soon(ds.run)
+                await self._first_attempts()
+                self._ready.set()
+                if any(ds.tools for ds in self.downstreams.values()) or self.settings.registries:
+                    await self.rebuild()
+                else:
+                    down = "; ".join(f"{ds.name}: {ds.error}" for ds in self.downstreams.values())
+                    log(f"no downstream server came up ({down}); the catalog stays empty until one does")
+                self._first_catalog.set()
+        finally:
+            try:
+                self.records.close()
+            except StoreUnavailable as err:
+                log(f"cannot close this replica's open audit records ({err}); another replica marks them "
+                    "interrupted")
 
     async def _first_attempts(self) -> None:
         first_up = None
@@ -196,6 +213,7 @@ class Gateway:
         return self.catalog
 
     # ------------------------------------------------------------------------------------ requests
+    @timed_search  # counted and timed in self.metrics
     async def search_tools(self, query: str, k: int) -> dict:
         check_queries([query])
         if not 1 <= k <= MAX_K:
@@ -247,45 +265,88 @@ class Gateway:
         catalog = self.catalog
         i = None if catalog is None or not isinstance(name, str) else catalog.by_name.get(name)
         tool = None if i is None else self.tool_state(catalog, i)
-        return Gated(catalog, i, tool, decide_call(self.policy, tool, arguments, self.flows.get(session)))
+        try:
+            flow = self.sessions.flow(session)
+        except StoreUnavailable:  # what the session did cannot be read: the gate refuses (fail closed)
+            flow = None
+            if tool is not None and tool.server is not None:
+                tool = dataclasses.replace(tool, pin="unavailable")
+        return Gated(catalog, i, tool, decide_call(self.policy, tool, arguments, flow))
 
-    def record(self, gated: "Gated", name, arguments, verdict: str, reason: str, session=None) -> None:
-        """The call's audit line (before anything is forwarded): the decision, its rule, the tool's level, the
-        call's dimensions, the kinds of secret found, the pin, and a keyed digest of the arguments."""
-        if self.audit is None:
-            return
+    def record(self, gated: "Gated", name, arguments, verdict: str, reason: str, session=None,
+               forwarded: bool = False) -> str:
+        """The call's audit record (before anything is forwarded): the decision, its rule, the tool's level, the
+        call's dimensions, the kinds of secret found, the pin, and a keyed digest of the arguments; written to the
+        state store (open until `forward` completes it when ``forwarded``), then to the JSONL export. Returns the
+        record's id. Raises StoreUnavailable when the store cannot take it: the call must not be forwarded."""
         t, d = gated.tool, gated.decision
         dims = None if d.dimensions is None else describe(d.dimensions)  # as decide_call computed them
-        self.audit.write(tool=name if t is not None else shown(name), server=None if t is None else t.server,
-                         risk_level=None if t is None else t.level, risk_source=None if t is None else t.source,
-                         decision=verdict, reason=reason, rule=d.rule, dimensions=dims,
-                         pin=None if t is None or t.server is None else t.pin,
-                         **({"secrets": list(d.secrets)} if d.secrets else {}),
-                         session=session_digest(session), arguments_hmac=arguments_digest(arguments, self.audit_key))
+        line = dict(time=now(), tool=name if t is not None else shown(name),
+                    server=None if t is None else t.server, risk_level=None if t is None else t.level,
+                    risk_source=None if t is None else t.source, decision=verdict, reason=reason, rule=d.rule,
+                    dimensions=dims, pin=None if t is None or t.server is None else t.pin,
+                    **({"secrets": list(d.secrets)} if d.secrets else {}),
+                    session=session_digest(session), arguments_hmac=arguments_digest(arguments, self.audit_key))
+        rid = self.records.begin(line, forwarded)
+        if self.audit is not None:
+            self.audit.write(**line)
+        return rid
 
-    async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None, session=None):
+    async def forward(self, catalog: Catalog, i: int, arguments: dict, progress=None, session=None,
+                      record: str | None = None):
         """The owning server's result; an error result naming the server when it cannot be reached.
         progress: async (progress, total, message) callback for the server's progress notifications; session:
-        the key of the MCP session the call came from (its flow records the answer)."""
+        the key of the MCP session the call came from (its flow records the answer); record: the call's audit
+        record (`record`), completed with the outcome: "ok", "error", or "interrupted" when the call is
+        cancelled."""
         e = catalog.entries[i]
         ds = self.downstreams[e.server]
         try:
             result = await ds.call(e.raw_name, arguments, progress=progress)
         except DownstreamError as err:
+            self._complete(record, "error", str(err))
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {err}")],
                                         is_error=True)
+        except BaseException:  # cancelled (the client, a drain) or a failure of the gateway itself
+            self._complete(record, "interrupted", "the call was cancelled before its server answered")
+            raise
+        self._complete(record, "error" if result.is_error else "ok")
         self.note_answer(catalog, i, session)
         result, note = cap_result(result, ds.limits.max_result_bytes)
         if note is not None:
             log(f"the result of '{e.name}' was cut: {note}")
         return result
 
+    def _complete(self, record: str | None, outcome: str, detail: str | None = None) -> None:
+        if record is not None and not self.records.complete(record, outcome, detail):
+            log(f"the state store cannot take the outcome of audit record {record} now; it is written when the "
+                "store is back")
+
     def note_answer(self, catalog: Catalog, i: int, session=None) -> None:
         """Tool i answered in ``session``: when it returns untrusted content, later public-sink, destructive
-        and secret-source calls of the session ask (policy: session flow)."""
+        and secret-source calls of the session ask (policy: session flow), on every replica."""
         row = dimension_row(catalog, i)
         if row is not None and row["untrusted_content"]["value"]:
-            self.flows[session] = catalog.entries[i].name
+            try:
+                self.sessions.note_flow(session, catalog.entries[i].name)
+            except StoreUnavailable as err:  # this replica keeps it; others would not see it
+                log(f"cannot record the session's flow in the state store ({err}); this replica keeps it")
+
+    async def keep_alive(self) -> None:
+        """Every HEARTBEAT_S: tell the store this replica is alive, write the outcomes it could not take before,
+        and mark the calls of replicas that stopped as interrupted (`AuditStore.heartbeat`)."""
+        down = False
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.records.heartbeat)
+                if down:
+                    log(f"the state store is back ({self.store.where})")
+                down = False
+            except StoreUnavailable as err:
+                if not down:
+                    log(f"the state store is unavailable: {err}; calls are refused until it is back")
+                down = True
+            await anyio.sleep(HEARTBEAT_S)
 
     def servers_status(self) -> dict:
         catalog = self.catalog
@@ -332,7 +393,8 @@ class Gateway:
         """Streamable HTTP at http://HOST:PORT/mcp (``settings.http.address``) behind `serve.http_guard.HttpGuard`,
         for every bind address: Host (this gateway's names, plus ``http.allowed_hosts``) and browser Origin (plus
         ``http.allowed_origins``) checked, the bearer ``token`` (read from ``http.token_file``) when one is
-        given, request bodies capped."""
+        given, request bodies capped; /healthz, /readyz and /metrics before the guard, and a drain on SIGTERM
+        (`serve.operate.Operate`)."""
         http = self.settings.http
         host, port = host_port(http.address)
         app = self.mcp_server().streamable_http_app(host=host, transport_security=sdk_transport_security())
@@ -340,9 +402,8 @@ class Gateway:
                         allowed_origins=http.allowed_origins)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.start)
-            server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
             log(f"serving streamable HTTP on http://{host}:{port}/mcp" + (" (bearer token required)" if token else ""))
-            await server.serve()
+            await Operate(app, self).serve(host, port)  # until SIGTERM / SIGINT and the drain
             tg.cancel_scope.cancel()
 
 

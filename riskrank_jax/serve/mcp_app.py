@@ -7,9 +7,9 @@ ones an ``elicitation/create`` request, and the call's body — the only place t
 answer.
 
 The session-flow rule (serve.policy) is kept per MCP session (`session_key`): one stdio or in-memory
-connection, or one streamable-HTTP session the SDK issued an ``Mcp-Session-Id`` for; HTTP requests that carry no
-session (stateless requests of the newest revision) share the gateway's one flow, so that the rule still holds
-across them.
+connection of a 2025-era revision, or one streamable-HTTP session the SDK issued an ``Mcp-Session-Id`` for;
+requests of the stateless newest revision (on any transport: the SDK gives each of them a session object of its
+own) share the gateway's one flow, so that the rule still holds across them.
 
 Why the SDK's server: the protocol (both eras, stdio and streamable HTTP) is the SDK's, never hand-written here.
 """
@@ -20,15 +20,19 @@ import re
 from typing import Annotated, Any
 
 import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel, Field
 
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.serve.downstream import log
 from riskrank_jax.serve.identity import shown
+from riskrank_jax.serve.audit import arguments_digest
 from riskrank_jax.serve.policy import Decision, ToolState
+from riskrank_jax.serve.store import StoreUnavailable
 
 
 class Confirm(BaseModel):
@@ -47,7 +51,8 @@ GATEWAY_FLOW = None  # the key of the gateway's one flow: requests that belong t
 
 def session_key(ctx) -> str | None:
     """The key of the MCP session a request belongs to (the module docstring): "http:<Mcp-Session-Id>",
-    "connection:<id>" for a stdio or in-memory connection, else GATEWAY_FLOW. The HTTP session id is one the
+    "connection:<id>" for a stdio or in-memory connection of a 2025-era revision, else GATEWAY_FLOW (requests of
+    the stateless revision, whose session objects last one request each, on any transport). The HTTP session id is one the
     SDK's session manager issued and checks (an unknown one is answered 404 before any tool runs)."""
     if ctx is None:
         return GATEWAY_FLOW
@@ -59,7 +64,9 @@ def session_key(ctx) -> str | None:
     if headers is not None:
         sid = headers.get("mcp-session-id")
         return f"http:{sid}" if sid else GATEWAY_FLOW
-    return GATEWAY_FLOW if session is None else f"connection:{id(session)}"
+    if session is None or getattr(session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return GATEWAY_FLOW  # the newest revision has no sessions: each request gets a session object of its own
+    return f"connection:{id(session)}"
 
 
 def search_text(result: dict) -> str:
@@ -133,12 +140,23 @@ def confirmation_resolver(gateway):
     async def ask(name: str, ctx: Context, arguments: dict[str, Any] | None = None):
         await catalog_or_none(gateway)
         args = arguments if arguments is not None else {}
-        gated = gateway.gate(name, args, session_key(ctx))
+        session = session_key(ctx)
+        gated = gateway.gate(name, args, session)
         if gated.decision.action != "confirm" or not _caps_elicit(ctx):
             return Confirm(confirm=False)  # injected as AcceptedElicitation(data=Confirm(confirm=False))
         return Elicit(confirmation_text(gated.tool, gated.decision, args), Confirm)
 
     return ask
+
+
+def note_confirmation(gateway, session, tool: str, arguments, event: str) -> None:
+    """Record the user's answer to a confirmation (granted or declined) in the state store (`serve.sessions`); a
+    store that is down is logged (the call's audit record, which the call cannot go without, holds the decision
+    too)."""
+    try:
+        gateway.sessions.confirmation(session, tool, arguments_digest(arguments, gateway.audit_key), event)
+    except StoreUnavailable as e:
+        log(f"cannot record a confirmation {event} for '{tool}' in the state store ({e})")
 
 
 def progress_relay(ctx):
@@ -170,14 +188,27 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
             decision = dataclasses.replace(decision, action="allow", reason=decision.reason.replace(
                 "needs the user's confirmation", "confirmed by the user"))
             verdict = "confirmed"
+            note_confirmation(gateway, session, gated.tool.name, arguments, "granted")
+            gateway.metrics.confirmations_asked.inc()  # counted on the answer: the resolver may run twice a call
+            gateway.metrics.confirmations_granted.inc()
         else:
-            why = ("the user declined" if confirmed is False and _caps_elicit(ctx)
-                   else "this client cannot ask the user (no elicitation support)")
+            declined = confirmed is False and _caps_elicit(ctx)
+            why = "the user declined" if declined else "this client cannot ask the user (no elicitation support)"
             decision = dataclasses.replace(decision, action="refuse", reason=f"{decision.reason}; {why}")
             verdict = "refused"
+            if declined:
+                note_confirmation(gateway, session, gated.tool.name, arguments, "declined")
+                gateway.metrics.confirmations_asked.inc()
     else:
         verdict = "allowed" if decision.action == "allow" else "refused"
-    gateway.record(gated, name, arguments, verdict, decision.reason, session)
+    try:
+        record = gateway.record(gated, name, arguments, verdict, decision.reason, session,
+                                forwarded=decision.action == "allow")
+    except StoreUnavailable as e:  # no record, no call: refused before anything reaches the server
+        log(f"refused a call of {shown(name)}: the audit record cannot be written ({e})")
+        decision = dataclasses.replace(decision, action="refuse", rule="state store", reason=(
+            "the gateway cannot write the call's audit record to its state store; refused (fail closed)"))
+    gateway.metrics.decided(verdict if decision.action == "allow" else "refused", decision.rule)
     if decision.action != "allow":
         tool = gated.tool
         structured = {"refused": True, "tool": tool.name if tool is not None else shown(name),
@@ -185,7 +216,8 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
         if tool is not None:
             structured.update(risk_level=tool.level, risk_source=tool.source)
         return text_result(f"refused: {decision.reason}", structured, error=True)
-    return await gateway.forward(gated.catalog, gated.index, arguments, progress=progress_relay(ctx), session=session)
+    return await gateway.forward(gated.catalog, gated.index, arguments, progress=progress_relay(ctx), session=session,
+                                 record=record)
 
 
 class GatewayServer(MCPServer):
@@ -245,7 +277,11 @@ def add_search_tools(server: MCPServer, gateway) -> None:
 
 def build_server(gateway) -> MCPServer:
     """The gateway's MCPServer (see the module docstring); the gateway holds the state, this only the surface."""
-    server = GatewayServer(gateway, name="riskrank-jax", log_level="WARNING", instructions=(
+    # the seal of the newest revision's requestState (a confirmation's round trip): one key in the state store,
+    # so the answer may come back to any replica
+    security = RequestStateSecurity(keys=[gateway.store.secret("request_state")])
+    server = GatewayServer(gateway, name="riskrank-jax", log_level="WARNING", request_state_security=security,
+                           instructions=(
         "Risk-aware tool gateway. Call search_tools with the user's request to find the few tools it needs "
         "(risky tools are held back unless the request needs them), then call_tool to run one; calls above the "
         "policy's risk level are refused or need the user's confirmation."))

@@ -25,24 +25,11 @@ import datetime as dt
 import getpass
 import hashlib
 import json
-import os
-from pathlib import Path
 
 from riskrank_jax.serve.identity import identity, split_identity
-from riskrank_jax.serve.store import DB_NAME, Store, StoreUnavailable, open_store
+from riskrank_jax.serve.store import DB_NAME, Store, StoreUnavailable, open_store, resolve_state_dir
 
 DEFINITION_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-
-
-def resolve_state_dir(path=None) -> Path:
-    """The gateway's state directory: ``path``, else $RISKRANK_STATE, else $XDG_STATE_HOME/riskrank-jax, else
-    ~/.local/state/riskrank-jax."""
-    if path is None:
-        path = os.environ.get("RISKRANK_STATE")
-    if path is None:
-        base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-        path = Path(base) / "riskrank-jax"
-    return Path(path).expanduser()
 
 
 def definition(tool: dict) -> dict:

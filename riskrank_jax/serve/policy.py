@@ -10,7 +10,7 @@ Order of the rules (the first that applies decides; `Decision.rule` names it, th
 2. ``deny`` patterns refuse ("deny"); patterns match the tool's identity ``server.tool`` only;
 3. **schema**: arguments that do not validate against the tool's current ``inputSchema`` are refused with what
    is wrong (`serve.call_arguments.schema_errors`), before anything is forwarded;
-4. **pin** ("pin store", "quarantine", "definition changed"): a pin store the gateway cannot read refuses (fail
+4. **pin** ("state store", "quarantine", "definition changed"): a state store the gateway cannot read refuses (fail
    closed); a tool held in quarantine, or whose definition changed since it was accepted (or is not yet
    assessed), asks, whatever its level and the allow patterns (`serve.pins`);
 5. **agent instructions**: a tool whose description or schema carries instructions aimed at the agent
@@ -49,10 +49,8 @@ import dataclasses
 import fnmatch
 from dataclasses import dataclass
 
-from riskrank_jax.registry.arguments import judge_arguments
 from riskrank_jax.registry.dimensions import (DEFAULT_ALLOW_LEVEL, DIMENSION_NAMES, FLAGS, MUTATIONS, describe,
                                               level_from_dimensions)
-from riskrank_jax.serve.call_arguments import find_secrets, schema_errors, secret_paths
 
 CONFIRM_MODES = ("elicit", "refuse")
 FLOW_DIMENSIONS = ("public_sink", "destructive", "secret_source")  # asked for after untrusted content
@@ -146,6 +144,9 @@ def call_dimensions(row: dict | None, arguments) -> tuple[dict | None, str | Non
     destructive write."""
     if not row or not row.get("argument_rule") or not isinstance(arguments, dict):
         return row, None
+    # deferred: the argument readers (sqlglot, bashlex) load on a call's first argument rule, not for searches
+    from riskrank_jax.registry.arguments import judge_arguments
+
     judged = judge_arguments(row["argument_rule"], arguments)
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in row.items()}
     if getattr(judged, "secret_source", False):
@@ -247,6 +248,9 @@ def decide_call(policy: Policy, tool: ToolState | None, arguments=None, flow: st
                         "unknown tool")
     row, call = tool.dimensions, (tool.dimensions, None)
     if isinstance(arguments, dict):
+        # deferred: the argument checks (detect_secrets, jsonschema, sqlglot) load on a first call, not for searches
+        from riskrank_jax.serve.call_arguments import secret_paths
+
         row = _with_secret_paths(row, secret_paths(arguments))
         call = call_dimensions(row, arguments)  # once: the rules read it, the audit line records it
     decision = _decide_tool(policy, tool, arguments, flow, row, call)
@@ -272,6 +276,9 @@ def _decide_tool(policy: Policy, tool: ToolState, arguments, flow: str | None, r
     secrets = ()
     level, source = tool.level, tool.source
     if arguments is not None:
+        # deferred: loaded on the first call (decide_call's secret_paths loads the module already)
+        from riskrank_jax.serve.call_arguments import find_secrets, schema_errors
+
         errors = schema_errors(tool.definition.get("inputSchema") or {"type": "object"}, arguments)
         if errors:
             return Decision("refuse", f"the arguments do not match the input schema of '{tool.name}': "
@@ -281,8 +288,9 @@ def _decide_tool(policy: Policy, tool: ToolState, arguments, flow: str | None, r
             level, source = row_level(row), describe(row)
     what = f"risk level {level} ({source})"
     if tool.pin == "unavailable":
-        return Decision("refuse", "the gateway cannot read its pin store, so it cannot tell whether this tool's "
-                                  "definition changed; refused (fail closed)", "pin store", secrets)
+        return Decision("refuse", "the gateway cannot read its state store, so it cannot tell whether this tool's "
+                                  "definition changed or what this session did before; refused (fail closed)",
+                        "state store", secrets)
     if tool.pin == "quarantined":
         return _ask(policy, f"'{tool.name}' is in quarantine until a person accepts it (riskrank-jax pins "
                             f"accept {tool.name}); {what}", "quarantine", secrets)

@@ -33,7 +33,9 @@ import os
 import queue
 import re
 import sqlite3
+import stat
 import threading
+import time
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -42,6 +44,7 @@ from riskrank_jax.errors import ConfigError, RiskRankError
 DB_NAME = "gateway.sqlite"
 CONNECT_TIMEOUT_S = 3  # a database that does not answer by then is unavailable (the call is refused)
 POOL_SIZE = 4
+IDLE_CHECK_S = 1.0  # a pooled PostgreSQL connection idle this long is checked before use
 LOCK_ID = 0x72726A78  # PostgreSQL advisory lock held while migrating ("rrjx")
 
 _PINS = """
@@ -128,6 +131,101 @@ MIGRATIONS = (
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _TYPES = {"sqlite": {"real": "REAL", "blob": "BLOB"}, "postgresql": {"real": "DOUBLE PRECISION", "blob": "BYTEA"}}
+
+
+def resolve_state_dir(path=None) -> Path:
+    """The gateway's state directory: ``path``, else $RISKRANK_STATE, else $XDG_STATE_HOME/riskrank-jax, else
+    ~/.local/state/riskrank-jax."""
+    if path is None:
+        path = os.environ.get("RISKRANK_STATE")
+    if path is None:
+        base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+        path = Path(base) / "riskrank-jax"
+    return Path(path).expanduser()
+
+
+KEY_FILE = "audit.key"
+KEY_BYTES = 32
+
+
+def _read_key(path: Path, nbytes: int = KEY_BYTES) -> bytes:
+    """The key in ``path``, refused (ConfigError naming the file) when it is a link or not a regular file, when
+    group or others have any permission on it, or when it is not KEY_BYTES long."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # a link in its place is refused
+    except OSError as e:
+        raise ConfigError(f"the key cannot be read ({e.strerror})", path) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError("the key is not a regular file", path)
+        if mode & 0o077:
+            raise ConfigError(f"the key is open to group or others (mode {stat.S_IMODE(mode):04o}); allow "
+                              f"only its owner (chmod 600), or remove it to create a new key", path)
+        key = os.read(fd, nbytes + 1)
+    finally:
+        os.close(fd)
+    if len(key) != nbytes:
+        raise ConfigError(f"the key holds {len(key)} bytes{'+' if len(key) > nbytes else ''}, not "
+                          f"{nbytes}; remove it to create a new key", path)
+    return key
+
+
+def _write_new(path: Path, flags: int, data: bytes) -> None:
+    """Create ``path`` (``flags`` hold O_EXCL: FileExistsError when it exists), mode 0600, with ``data``,
+    fsynced."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create_key(folder: Path, path: Path, nbytes: int = KEY_BYTES) -> None:
+    """Write a new key to ``path`` unless it exists: written and fsynced under a temporary name (O_CREAT|O_EXCL,
+    mode 0600), then linked into place, so no reader sees a partial key and the first process to link wins.
+    On a file system without hard links, the key file itself is created with O_CREAT|O_EXCL."""
+    key = os.urandom(nbytes)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    _write_new(tmp, flags, key)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:  # another process created the key first: that key is read
+        pass
+    except OSError:  # no hard links here
+        try:
+            _write_new(path, flags, key)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+    if hasattr(os, "O_DIRECTORY"):  # the new name survives a crash too
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def installation_key(state_dir, file: str = KEY_FILE, nbytes: int = KEY_BYTES) -> bytes:
+    """The installation's audit key: KEY_BYTES random bytes in ``<state_dir>/audit.key`` (or ``nbytes`` in
+    ``file``: another key of the state directory, `serve.store.SqliteStore.secret`).
+
+    Args:
+        state_dir: the gateway's state folder (created, mode 0700, when missing).
+    Returns:
+        The key, created when the file is missing (`_create_key`: atomic, mode 0600; when another process
+        creates it first, its key is read). Raises ConfigError naming the file when its permissions let group
+        or others read it, or when it does not hold exactly KEY_BYTES bytes.
+    """
+    folder = Path(state_dir).expanduser()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / file
+    if not os.path.lexists(path):
+        _create_key(folder, path, nbytes)
+    return _read_key(path, nbytes)
 
 
 class StoreUnavailable(RiskRankError):
@@ -295,8 +393,6 @@ class SqliteStore(Store):
     def secret(self, name: str, nbytes: int = 32) -> bytes:
         """On SQLite a key is a file of its own beside the database (``<name>.key``, mode 0600,
         `serve.audit.installation_key`), so the audit key of earlier versions stays the audit key."""
-        from riskrank_jax.serve.audit import installation_key
-
         return installation_key(self.dir, f"{name}.key", nbytes)
 
 
@@ -308,6 +404,7 @@ class PostgresStore(Store):
 
     def __init__(self, url: str):
         try:
+            # deferred: only a postgresql:// store needs the PostgreSQL client (the postgres extra)
             import psycopg
         except ImportError:
             raise ConfigError("a postgresql:// state store needs psycopg 3: pip install 'riskrank-jax[postgres]'",
@@ -315,7 +412,6 @@ class PostgresStore(Store):
         self._psycopg = psycopg
         self.url, self.where = url, hide_password(url)
         self._pool: queue.LifoQueue = queue.LifoQueue()
-        self._lock = threading.Lock()
         self.migrate()
 
     def _connect(self):
@@ -329,10 +425,7 @@ class PostgresStore(Store):
     def transaction(self, lock: bool = False):
         """One pooled connection in one transaction; lock: hold the migration lock (several replicas starting at
         once migrate one after another)."""
-        try:
-            conn = self._pool.get_nowait()
-        except queue.Empty:
-            conn = self._connect()
+        conn = self._pooled() or self._connect()
         ok = False
         try:
             try:
@@ -353,14 +446,31 @@ class PostgresStore(Store):
             if conn.closed or conn.broken:
                 conn.close()
             elif self._pool.qsize() < POOL_SIZE:
-                self._pool.put(conn)
+                self._pool.put((conn, time.monotonic()))
             else:
+                conn.close()
+
+    def _pooled(self):
+        """A pooled connection that still works (one idle for IDLE_CHECK_S is asked first: a database restarted
+        meanwhile closed it, and the transaction gets a new one instead of an error), or None."""
+        while True:
+            try:
+                conn, since = self._pool.get_nowait()
+            except queue.Empty:
+                return None
+            if time.monotonic() - since < IDLE_CHECK_S:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                conn.rollback()
+                return conn
+            except self._psycopg.Error:
                 conn.close()
 
     def close(self) -> None:
         while True:
             try:
-                self._pool.get_nowait().close()
+                self._pool.get_nowait()[0].close()
             except queue.Empty:
                 return
 
@@ -371,11 +481,9 @@ def _first_line(e: Exception) -> str:
 
 def open_store(state_dir=None, database: str | None = None) -> Store:
     """The state store: PostgreSQL when ``database`` (or $RISKRANK_DATABASE) is a ``postgresql://`` URL, else
-    SQLite in the state directory (`serve.pins.resolve_state_dir`). Migrated to `SCHEMA_VERSION` on opening.
+    SQLite in the state directory (`resolve_state_dir`). Migrated to `SCHEMA_VERSION` on opening.
     Raises ConfigError naming the store for a URL it cannot use or a newer schema, StoreUnavailable when the
     database cannot be reached."""
-    from riskrank_jax.serve.pins import resolve_state_dir
-
     database = database if database is not None else os.environ.get("RISKRANK_DATABASE") or None
     if database:
         if not re.match(r"^postgres(ql)?://", database):
@@ -385,5 +493,5 @@ def open_store(state_dir=None, database: str | None = None) -> Store:
     return SqliteStore(resolve_state_dir(state_dir))
 
 
-__all__ = ["DB_NAME", "MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "SqliteStore", "Store", "StoreUnavailable",
+__all__ = ["DB_NAME", "KEY_FILE", "MIGRATIONS", "installation_key", "resolve_state_dir", "SCHEMA_VERSION", "PostgresStore", "SqliteStore", "Store", "StoreUnavailable",
            "hide_password", "now", "open_store"]
