@@ -44,6 +44,18 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
+def shared_gateway_cache(tmp_path_factory):
+    """One embedding and XLA compile cache for the gateway subprocesses of this run (its pytest-xdist workers
+    included): the first gateway compiles the encoder's programs, the others read them. Caches are keyed by
+    content, so sharing changes no result, only the CPU the suite spends (its 12-minute budget on 2 cores)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "shared-gateway-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
 def real_data_dir():
     """Root of the real benchmarks; skips the test (saying why) when they are not present."""
     if not real_data_available():

@@ -69,7 +69,7 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
+def gateway(tmp_path_factory, shared_gateway_cache):
     tmp = tmp_path_factory.mktemp("operate")
     late_start = ("import runpy, sys, time; print('nolisten: starting in 2 s', file=sys.stderr, flush=True); "
                   f"time.sleep(2); sys.argv = ['sdk_server.py', {str(tmp / 'calls.jsonl')!r}]; "
@@ -78,7 +78,7 @@ def gateway(tmp_path_factory):
         "command": sys.executable, "args": ["-c", late_start]}}}))
     (tmp / "token").write_text(TOKEN + "\n")
     os.chmod(tmp / "token", 0o600)
-    env = dict(os.environ, RISKRANK_CACHE=str(tmp / "cache"), RISKRANK_STATE=str(tmp / "state"),
+    env = dict(os.environ, RISKRANK_CACHE=str(shared_gateway_cache), RISKRANK_STATE=str(tmp / "state"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     port = free_port()
     stderr = tmp / "stderr.log"

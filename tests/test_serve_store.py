@@ -19,10 +19,10 @@ from riskrank_jax.serve.store import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def g(tmp_path_factory):
+def g(tmp_path_factory, shared_gateway_cache):
     d = tmp_path_factory.mktemp("store-gateway")
     cfg = {"mcpServers": {"files": files_server(d / "calls.jsonl")}, "policy": {"deny": ["files.delete_file"]}}
-    with stdio_gateway(d, cfg, d / "cache") as gate:
+    with stdio_gateway(d, cfg, shared_gateway_cache) as gate:
         yield gate
 
 

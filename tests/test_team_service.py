@@ -63,7 +63,7 @@ class Replica:
             [sys.executable, "-m", "riskrank_jax", "serve", "--config", str(t.cfg), "--http", f"127.0.0.1:{self.port}",
              "--token-file", str(t.token_file), "--allowed-host", "127.0.0.1", "--database", t.pg.url,
              "--state-dir", str(t.dir / f"state-{self.name}"), "--log-format", "json"],
-            env=gateway_env(t.dir / "cache"), stdout=subprocess.DEVNULL, stderr=self.stderr)
+            env=gateway_env(t.cache), stdout=subprocess.DEVNULL, stderr=self.stderr)
         return self
 
     def wait_ready(self, seconds: float = 240) -> None:
@@ -98,8 +98,8 @@ class Replica:
 
 
 class Team:
-    def __init__(self, d: Path, pg):
-        self.dir, self.pg = d, pg
+    def __init__(self, d: Path, pg, cache: Path):
+        self.dir, self.pg, self.cache = d, pg, cache
         self.calls_log = d / "calls.jsonl"
         self.token_file = d / "token"
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -132,15 +132,13 @@ class Team:
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def team(tmp_path_factory, shared_gateway_cache):
     d = tmp_path_factory.mktemp("team")
     with pg_server.Postgres() as pg:
-        t = Team(d, pg)
+        t = Team(d, pg, shared_gateway_cache)
         try:
-            for r in t.replicas:
-                r.start()
-            for r in t.replicas:
-                r.wait_ready()
+            for r in t.replicas:  # one after the other: the second reads the programs the first compiled
+                r.start().wait_ready()
             t.lb = team_parts.start_haproxy(free_port(), [r.port for r in t.replicas], workdir=d / "haproxy",
                                             check_inter_ms=300)
             _wait_lb_ready(t)
