@@ -5,8 +5,8 @@
         url = pg.url                # postgresql://gateway@127.0.0.1:PORT/postgres
         pg.stop(); pg.start()       # a restart keeps the data
 
-`missing()` says why a server cannot be started here (the test then skips, naming the package to install;
-.ci/run installs it).
+`missing()` says why a server cannot be started here, after trying to install the package when it is missing
+(tests/system_packages.py); the test then skips, naming the package (.ci/run installs it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from system_packages import install
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "gateway"
@@ -30,6 +32,8 @@ def _bin(name: str) -> str | None:
 
 def missing() -> str | None:
     """Why a PostgreSQL server cannot be started here, or None."""
+    if (_bin("initdb") is None or _bin("pg_ctl") is None) and install("postgresql") is not None:
+        return "PostgreSQL is not installed (apt-get install postgresql; .ci/run does)"
     if _bin("initdb") is None or _bin("pg_ctl") is None:
         return "PostgreSQL is not installed (apt-get install postgresql; .ci/run does)"
     if os.geteuid() == 0:
