@@ -304,14 +304,14 @@ class Gateway:
         try:
             result = await ds.call(e.raw_name, arguments, progress=progress)
         except DownstreamError as err:
-            self._complete(record, "error", str(err))
+            await anyio.to_thread.run_sync(self._complete, record, "error", str(err))
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {err}")],
                                         is_error=True)
         except BaseException:  # cancelled (the client, a drain) or a failure of the gateway itself
             self._complete(record, "interrupted", "the call was cancelled before its server answered")
             raise
-        self._complete(record, "error" if result.is_error else "ok")
-        self.note_answer(catalog, i, session)
+        await anyio.to_thread.run_sync(self._complete, record, "error" if result.is_error else "ok")
+        await anyio.to_thread.run_sync(self.note_answer, catalog, i, session)  # both write to the state store
         result, note = cap_result(result, ds.limits.max_result_bytes)
         if note is not None:
             log(f"the result of '{e.name}' was cut: {note}")

@@ -15,10 +15,12 @@ Why the SDK's server: the protocol (both eras, stdio and streamable HTTP) is the
 """
 
 import dataclasses
+import functools
 import json
 import re
 from typing import Annotated, Any
 
+import anyio
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
@@ -141,7 +143,7 @@ def confirmation_resolver(gateway):
         await catalog_or_none(gateway)
         args = arguments if arguments is not None else {}
         session = session_key(ctx)
-        gated = gateway.gate(name, args, session)
+        gated = await anyio.to_thread.run_sync(gateway.gate, name, args, session)  # reads the state store
         if gated.decision.action != "confirm" or not _caps_elicit(ctx):
             return Confirm(confirm=False)  # injected as AcceptedElicitation(data=Confirm(confirm=False))
         return Elicit(confirmation_text(gated.tool, gated.decision, args), Confirm)
@@ -181,14 +183,16 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
     with that reason, so the audit line says what really happened."""
     await catalog_or_none(gateway)
     session = session_key(ctx)
-    gated = gateway.gate(name, arguments, session)  # decided again: the definition may have changed meanwhile
+    # decided again: the definition may have changed meanwhile; in a worker thread, as it reads the state store
+    # (a database that does not answer holds this call, not the event loop)
+    gated = await anyio.to_thread.run_sync(gateway.gate, name, arguments, session)
     decision = gated.decision
     if decision.action == "confirm":
         if confirmed:
             decision = dataclasses.replace(decision, action="allow", reason=decision.reason.replace(
                 "needs the user's confirmation", "confirmed by the user"))
             verdict = "confirmed"
-            note_confirmation(gateway, session, gated.tool.name, arguments, "granted")
+            await anyio.to_thread.run_sync(note_confirmation, gateway, session, gated.tool.name, arguments, "granted")
             gateway.metrics.confirmations_asked.inc()  # counted on the answer: the resolver may run twice a call
             gateway.metrics.confirmations_granted.inc()
         else:
@@ -197,13 +201,15 @@ async def gated_call(gateway, name: str, arguments, confirmed: bool | None, ctx)
             decision = dataclasses.replace(decision, action="refuse", reason=f"{decision.reason}; {why}")
             verdict = "refused"
             if declined:
-                note_confirmation(gateway, session, gated.tool.name, arguments, "declined")
+                await anyio.to_thread.run_sync(note_confirmation, gateway, session, gated.tool.name, arguments,
+                                               "declined")
                 gateway.metrics.confirmations_asked.inc()
     else:
         verdict = "allowed" if decision.action == "allow" else "refused"
     try:
-        record = gateway.record(gated, name, arguments, verdict, decision.reason, session,
-                                forwarded=decision.action == "allow")
+        record = await anyio.to_thread.run_sync(functools.partial(
+            gateway.record, gated, name, arguments, verdict, decision.reason, session,
+            forwarded=decision.action == "allow"))
     except StoreUnavailable as e:  # no record, no call: refused before anything reaches the server
         log(f"refused a call of {shown(name)}: the audit record cannot be written ({e})")
         decision = dataclasses.replace(decision, action="refuse", rule="state store", reason=(
