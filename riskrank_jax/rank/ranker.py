@@ -83,8 +83,12 @@ class RankConfig:
     paths), scores each and adds step_weight × the best step's z-score to the whole request's (at most
     max_steps steps); server_context adds server_weight × the z-score of the tool's server (its name and
     description against the request) and sibling_weight × that of the server's best tool
-    (``retrieve.servers.server_context``; needs a ranker that knows each tool's server). Both keep the scale of
-    the scores they start from, so λ keeps its meaning.
+    (``retrieve.servers.server_context``; needs a ranker that knows each tool's server); name_evidence (after the
+    server context) adds name_weight × the spread of the request's top name_window scores × the evidence of the
+    tool names (``retrieve.names``: verb, direction A_to_B, object words against the request's) to those top
+    name_window tools only, none pushed below the window's edge, so it reorders near-identical siblings, never
+    lifts a far tool and keeps the top name_window set. They keep the
+    scale of the scores they start from, so λ keeps its meaning.
 
     Intent (``retrieve.intent``): with intent, each tool's penalty λ·f_risk is multiplied by 1 + intent_strength ×
     how far its effects (a write, a deletion, sending, a secret, code, money) go beyond what the request asks for,
@@ -112,6 +116,10 @@ class RankConfig:
     server_context: bool = False
     server_weight: float = 0.5
     sibling_weight: float = 0.5
+    # off by default; name_weight chosen on Seal-Tools' and UltraTool's training queries (docs/siblings.md)
+    name_evidence: bool = False
+    name_weight: float = 0.75
+    name_window: int = 10
     intent: bool = False
     # the intent weights: chosen on real servers' tools by folds over servers (docs/intent.md), also the sweep's
     intent_strength: float = 4.0
@@ -121,8 +129,11 @@ class RankConfig:
     intent_hold_back: float = 0.0
 
     def __post_init__(self):
-        if min(self.step_weight, self.server_weight, self.sibling_weight) < 0 or self.max_steps < 2:
-            raise RankerError("step_weight, server_weight and sibling_weight must be >= 0 and max_steps >= 2")
+        if min(self.step_weight, self.server_weight, self.sibling_weight, self.name_weight) < 0 or self.max_steps < 2:
+            raise RankerError("step_weight, server_weight, sibling_weight and name_weight must be >= 0 and "
+                              "max_steps >= 2")
+        if self.name_window < 2:
+            raise RankerError(f"name_window must be >= 2, got {self.name_window}")
         if min(self.intent_strength, self.intent_agreement, self.intent_specific) < 0 or not (
                 0 <= self.intent_relief <= 1 and 0 <= self.intent_hold_back <= 1):
             raise RankerError("intent_strength, intent_agreement and intent_specific must be >= 0, intent_relief "

@@ -8,7 +8,8 @@
 The stages, in the order a request meets them (each a function of this module):
 
     first stage      cosine | BM25 | hybrid fusion of the request          ``first_stage_scores``   [Q, N]
-    request stages   server context, multi-step (the request's steps)      ``request_stages``       [Q, N]
+    request stages   server context, name evidence, multi-step (the        ``request_stages``       [Q, N]
+                     request's steps)
     intent           what the request asks for, the exposure weight        ``intent_stage``         [Q, N] x 2
                      and the tools held back
     risk             relevance (the head's f_rel, else the first stage)    ``risk_stage``           [Q, N] x 3
@@ -46,7 +47,7 @@ from riskrank_jax.graph.tool_graph import ToolGraph
 from riskrank_jax.model import heads, intent_model
 from riskrank_jax.rank import stacked
 from riskrank_jax.registry import dimensions
-from riskrank_jax.retrieve import first_stage, hybrid, intent, servers, steps
+from riskrank_jax.retrieve import first_stage, hybrid, intent, names, servers, steps
 from riskrank_jax.scoring import penalise, rank_order, top_order
 
 MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 padded rows
@@ -69,7 +70,8 @@ class Prepared:
 
     device: {"tool_emb" [N, d], "risk_scores" [N], "risk_levels" [N], "perm_level" [N], "params" (when a head)}
     on the device; graph / graph_tables: the ToolGraph and its neighbour tables and Â (None without a graph);
-    bm25: the BM25 index of the tool texts (built for the first config that needs it, None before);
+    bm25: the BM25 index of the tool texts (built for the first config that needs it, None before); names: what
+    the tool names say (``retrieve.names.name_table``; built for the first config with name_evidence, None before);
     tool_server int32 [N] / server_emb float32 [M, d]: each tool's server and the servers' embeddings (None when
     unknown); index: tool name -> its index (names are unique); effects: bool [N, E] what each tool does
     (``retrieve.intent.tool_effects`` of its dimension rows, else ``text_effects`` of its texts); must_confirm:
@@ -80,6 +82,7 @@ class Prepared:
     graph: ToolGraph | None
     graph_tables: smoothing.PreparedGraph | None
     bm25: first_stage.Bm25Index | None
+    names: names.NameTable | None
     tool_server: np.ndarray | None
     server_emb: np.ndarray | None
     index: dict
@@ -94,7 +97,8 @@ class Prepared:
 
 # each part of a Prepared and the ranker fields it is built from
 PART_FIELDS = {"device": ("tool_emb", "risk_scores", "risk_levels", "perm_level", "params"), "graph": ("graph",),
-               "bm25": ("tool_texts",), "index": ("tool_names",), "servers": ("tool_server", "server_emb"),
+               "bm25": ("tool_texts",), "names": ("tool_names",), "index": ("tool_names",),
+               "servers": ("tool_server", "server_emb"),
                "effects": ("risk_dimensions", "tool_texts")}
 
 
@@ -129,11 +133,12 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
     """The Prepared of a ranker's arrays ``r`` (tool_names, tool_texts, tool_emb, risk_scores, risk_levels,
     perm_level, params, graph, tool_server, server_emb) for ``r.config``. Each part of ``previous`` built from the
     same arrays (the same objects) is reused: all of it for a ``with_config`` copy, the device arrays and graph
-    tables when only the names changed; the BM25 index is built when the config needs it and no reusable one
-    exists."""
+    tables when only the names changed; the BM25 index and the name table are built when the config needs them
+    and no reusable one exists."""
     source = _source(r)
     if all(_reusable(previous, source, part) for part in PART_FIELDS) and (
-            previous.bm25 is not None or not needs_bm25(r.config)):
+            previous.bm25 is not None or not needs_bm25(r.config)) and (
+            previous.names is not None or not r.config.name_evidence):
         return previous
     if _reusable(previous, source, "device"):
         device = previous.device
@@ -147,13 +152,16 @@ def prepare(r, previous: Prepared | None = None) -> Prepared:
     bm25 = previous.bm25 if _reusable(previous, source, "bm25") else None
     if bm25 is None and needs_bm25(r.config):
         bm25 = first_stage.Bm25Index(list(r.tool_texts))
+    table = previous.names if _reusable(previous, source, "names") else None
+    if table is None and r.config.name_evidence:
+        table = names.name_table(r.tool_names)
     index = previous.index if _reusable(previous, source, "index") else {n: i for i, n in enumerate(r.tool_names)}
     if _reusable(previous, source, "effects"):
         effects, must = previous.effects, previous.must_confirm
     else:
         rows = r.risk_dimensions if r.risk_dimensions else text_effects(r.tool_texts)
         effects, must = intent.tool_effects(rows), intent.tool_must_confirm(rows)
-    return Prepared(device, r.graph, tables, bm25, r.tool_server, r.server_emb, index, effects, must, source)
+    return Prepared(device, r.graph, tables, bm25, table, r.tool_server, r.server_emb, index, effects, must, source)
 
 
 def query_bucket(n: int) -> int:
@@ -214,15 +222,33 @@ def server_context_stage(p: Prepared, config, q, scores):
                                   config.server_weight, config.sibling_weight)
 
 
+def name_stage(p: Prepared, config, q_texts, scores):
+    """``scores`` [Q, N] with the name evidence of the requests ``q_texts`` (``retrieve.names.name_evidence``: the
+    tools' verbs, directions and object words against the request's) added among each request's top
+    ``config.name_window`` tools, times name_weight and the spread of those scores (``retrieve.names.
+    close_evidence``): it reorders those neighbours among themselves, never lifts a tool from outside them and
+    never drops one out. Off (``scores`` unchanged, not recomputed) unless ``config.name_evidence``. Reading names
+    is text work on the host; the addition is jitted."""
+    if not config.name_evidence:
+        return scores
+    if q_texts is None or len(q_texts) != scores.shape[0]:
+        raise RankerError("name_evidence needs the query texts, one per query embedding")
+    if p.names is None:
+        raise RankerError("name_evidence needs the name table: change a ranker's config with with_config")
+    window = min(config.name_window, int(scores.shape[1]))
+    return names.close_evidence(scores, names.name_evidence(p.names, q_texts), config.name_weight, window)
+
+
 def _scored(p: Prepared, config, q, q_texts):
-    return server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts))
+    return name_stage(p, config, q_texts, server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts)))
 
 
 def request_stages(p: Prepared, config, q, q_texts, encoder):
-    """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, and with
-    multi_step the request's paths as words, its steps (``retrieve.steps.pack_steps``) embedded by ``encoder`` and
-    scored the same way, the best step's z-score added (``retrieve.steps.fuse_steps``). Splitting a request is text
-    work on the host, so this stage is not jitted; what follows is."""
+    """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, name
+    evidence (``name_stage``), and with multi_step the request's paths as words, its steps
+    (``retrieve.steps.pack_steps``) embedded by ``encoder`` and scored the same way (each with those stages), the
+    best step's z-score added (``retrieve.steps.fuse_steps``). Splitting a request is text work on the host, so
+    this stage is not jitted; what follows is."""
     if not config.multi_step:
         return _scored(p, config, q, q_texts)
     if q_texts is None or len(q_texts) != q.shape[0]:
@@ -494,6 +520,7 @@ def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, als
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs", "hold_offset", "hold_stage",
+           "server_context_stage", "name_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs",
+           "hold_offset", "hold_stage",
            "risk_stage", "graph_stage", "candidate_stage", "top_k", "top_k_with_parts", "candidate_top_k",
            "score_parts", "ranked", "Walk", "walk", "ranked_with_scores", "needs_bm25", "text_effects"]
