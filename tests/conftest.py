@@ -31,6 +31,21 @@ def report_line(request):
     return lambda line: request.node.user_properties.append(("figure", line))
 
 
+# The longest test files first (longest first), the rest in their usual order: pytest-xdist hands whole files to its
+# two workers in collection order, so a long file collected late runs alone at the end and sets the suite's wall
+# time. The order is from a fresh clone's `pytest --durations` (docs/performance.md); a file missing here only
+# runs in its usual place.
+LONG_FILES_FIRST = ("test_livemcpbench.py", "test_serve_published.py", "test_jobs.py", "test_encoder_tune.py",
+                    "test_fit_tune.py", "test_team_service.py", "test_fit_kill_resume.py", "test_sweep.py",
+                    "test_kill_resume.py", "test_reproducibility.py", "test_transfer.py", "test_neighbours.py",
+                    "test_serve_attacks.py", "test_serve.py", "test_train.py", "test_serve_misbehaving.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    first = {name: i for i, name in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: each file's own order kept
+
+
 def pytest_runtest_logreport(report):
     if report.when == "teardown":
         REPORTED.extend(value for key, value in report.user_properties if key == "figure")
