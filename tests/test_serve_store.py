@@ -21,7 +21,10 @@ from riskrank_jax.serve.store import open_store  # noqa: E402
 @pytest.fixture(scope="module")
 def g(tmp_path_factory, shared_gateway_cache):
     d = tmp_path_factory.mktemp("store-gateway")
-    cfg = {"mcpServers": {"files": files_server(d / "calls.jsonl")}, "policy": {"deny": ["files.delete_file"]}}
+    team = {"command": sys.executable, "args": [str(Path(__file__).resolve().parent / "team_server.py")],
+            "env": {"CALLS_LOG": str(d / "team-calls.jsonl")}}
+    cfg = {"mcpServers": {"files": files_server(d / "calls.jsonl"), "team": team},
+           "policy": {"deny": ["files.delete_file"]}}
     with stdio_gateway(d, cfg, shared_gateway_cache) as gate:
         yield gate
 
@@ -78,3 +81,16 @@ def test_audit_command_filters_and_table(g):
                         "last tuesday"], capture_output=True, text=True, timeout=120,
                        env=gateway_env(g.dir / "cli-cache"))
     assert p.returncode == 2 and "--since" in p.stderr and "7d" in p.stderr
+
+
+def test_over_stdio_the_newest_revision_keeps_one_flow_across_requests(g):
+    """A stdio client of the 2026-07-28 revision gets a new session object from the SDK for every request; the
+    session-flow rule must still carry from the call that returned untrusted content to the next sink call."""
+    if not g.made:
+        test_every_call_has_one_record_with_its_outcome_and_the_export_agrees(g)
+    g.answer = "decline"
+    assert not g.call("team.fetch_page", {"url": "https://example.com/news"}).is_error
+    r = g.call("team.post_message", {"channel": "public", "text": "notes"})
+    assert r.is_error and r.structured_content["rule"] == "session flow"
+    assert "'team.fetch_page' returned untrusted content earlier in this session" in r.structured_content["reason"]
+    assert [x["rule"] for x in audit(g, "--server", "team")] == ["session flow", "level"]  # newest first
