@@ -49,7 +49,7 @@ from riskrank_jax.serve.downstream import Downstream, DownstreamError, log
 from riskrank_jax.serve.http_guard import HttpGuard, sdk_transport_security
 from riskrank_jax.serve.identity import identity, shown
 from riskrank_jax.serve.mcp_app import build_server
-from riskrank_jax.serve.operate import GatewayMetrics, Operate, set_log_format, timed_search
+from riskrank_jax.serve.operate import GatewayMetrics, Operate, set_log_format
 from riskrank_jax.serve.pins import PinStore, definition_hash
 from riskrank_jax.serve.sessions import Sessions
 from riskrank_jax.serve.store import StoreUnavailable, now, open_store
@@ -213,15 +213,15 @@ class Gateway:
         return self.catalog
 
     # ------------------------------------------------------------------------------------ requests
-    @timed_search  # counted and timed in self.metrics
     async def search_tools(self, query: str, k: int) -> dict:
-        check_queries([query])
-        if not 1 <= k <= MAX_K:
-            raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
-        catalog = await self.wait_catalog()
-        return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy,
-                                              self.settings.runtime.tool_references,
-                                              lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
+        with self.metrics.search():  # counted and timed in /metrics
+            check_queries([query])
+            if not 1 <= k <= MAX_K:
+                raise RiskRankError(f"k must be in 1..{MAX_K}, got {k}")
+            catalog = await self.wait_catalog()
+            return await anyio.to_thread.run_sync(search, catalog, query, k, self.policy,
+                                                  self.settings.runtime.tool_references,
+                                                  lambda i: self.tool_state(catalog, i), limiter=self._rank_limiter)
 
     def filtered_tools(self, catalog: Catalog) -> list[dict]:
         """``--expose filtered``: the MCP tool objects of every downstream tool the policy lets through now,

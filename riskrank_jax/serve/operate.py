@@ -30,7 +30,6 @@ stops it.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -196,9 +195,18 @@ class GatewayMetrics:
         for ds in getattr(gateway, "downstreams", {}).values():
             ds.metrics = self
 
-    def searched(self, seconds: float, ok: bool) -> None:
-        self.searches.labels("ok" if ok else "error").inc()
-        self.search_seconds.observe(seconds)
+    @contextmanager
+    def search(self):
+        """Around one search_tools request: counted by outcome (an exception: "error"), its latency observed."""
+        start = time.perf_counter()
+        try:
+            yield
+        except Exception:
+            self.searches.labels("error").inc()
+            raise
+        finally:
+            self.search_seconds.observe(time.perf_counter() - start)
+        self.searches.labels("ok").inc()
 
     def decided(self, verdict: str, rule: str | None) -> None:
         """A call's decision, once known: verdict "allowed", "confirmed" or "refused"."""
@@ -250,31 +258,6 @@ class _ScrapeTime:
             up.add_metric([name], 1 if ds.state == "up" else 0)
         yield restarts
         yield up
-
-
-def timed_search(method):
-    """Gateway.search_tools, counted and timed in ``gateway.metrics`` (`GatewayMetrics.searched`)."""
-
-    @functools.wraps(method)
-    async def search_tools(gateway, query, k):
-        start = time.perf_counter()
-        try:
-            result = await method(gateway, query, k)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except BaseException:
-            _searched(gateway, start, False)
-            raise
-        _searched(gateway, start, True)
-        return result
-
-    return search_tools
-
-
-def _searched(gateway, start: float, ok: bool) -> None:
-    metrics = getattr(gateway, "metrics", None)
-    if metrics is not None:
-        metrics.searched(time.perf_counter() - start, ok)
 
 
 # ---------------------------------------------------------------------------------------------- ASGI
@@ -418,4 +401,4 @@ class Operate:
 
 
 __all__ = ["Operate", "GatewayMetrics", "JsonFormatter", "log_line", "set_log_format", "stderr_sink",
-           "timed_search", "LOG_FORMATS", "emit"]
+           "LOG_FORMATS", "emit"]
