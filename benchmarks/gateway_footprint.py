@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rank_latency import pct, synthetic_registry  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+from local_ports import child_pid  # noqa: E402
+
 STATUS_KEYS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads")
 
 
@@ -54,21 +57,6 @@ def proc_status(pid: int | str = "self") -> dict:
             n = int(value.split()[0])
             out[key] = n if key == "Threads" else round(n / 1024, 1)
     return out
-
-
-def child_pid(parent: int, marker: str) -> int:
-    """The process whose parent is ``parent`` and whose command line holds ``marker``."""
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if marker in cmd and ppid == parent:
-            return int(p.name)
-    raise LookupError(marker)
 
 
 async def replica(config: Path, env: dict, queries: list[str], searches: int) -> dict:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "gateway"
 sys.path.insert(0, str(EXAMPLES))
 from session import config_for, transcript  # noqa: E402
-from local_ports import free_port, wait_port  # noqa: E402
+from local_ports import child_pid, free_port, wait_port  # noqa: E402
 
 
 def _calls(path: Path) -> list[dict]:
@@ -290,20 +290,6 @@ def test_fifty_concurrent_searches_are_all_answered(stdio_gateway):
     assert len({r.structured_content["tools"][0]["name"] for r in results}) == 2
 
 
-def _child_pid(parent: int, marker: str) -> int:
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if marker in cmd and ppid == parent:
-            return int(p.name)
-    raise LookupError(marker)
-
-
 def _gateway_pid(marker: str) -> int:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -319,7 +305,7 @@ def _gateway_pid(marker: str) -> int:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process in /proc (Linux)")
 def test_killed_server_reports_error_search_goes_on_and_it_restarts(stdio_gateway):
     gw = _gateway_pid(str(stdio_gateway.dir))
-    os.kill(_child_pid(gw, "payments_server.py"), signal.SIGKILL)
+    os.kill(child_pid(gw, "payments_server.py"), signal.SIGKILL)
     deadline = time.time() + 20
     r = None
     while time.time() < deadline:

@@ -30,6 +30,16 @@ def postgres():
         yield pg
 
 
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL server of the test's own, which it may stop and start."""
+    why = missing()
+    if why is not None:
+        pytest.skip(why)
+    with Postgres() as pg:
+        yield pg
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def place(request, tmp_path):
     """(state_dir, database URL or None) of a fresh store of each kind."""
@@ -166,40 +176,34 @@ def test_replicas_migrating_at_once_apply_each_migration_once(postgres):
         assert db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_database_that_goes_down_is_unavailable_until_it_is_back(tmp_path):
-    why = missing()
-    if why is not None:
-        pytest.skip(why)
-    with Postgres() as pg:
-        store = open_store(None, pg.url)
-        pins, records = PinStore(store=store), AuditStore(store, replica="r1")
-        pins.observe("weather", [TOOL])
-        pg.stop()
-        assert pins.status("weather", "get_weather", definition_hash(TOOL)) == "unavailable"
-        with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{pg.port}"):
-            records.begin(_line(), forwarded=True)
-        with pytest.raises(StoreUnavailable):
-            Sessions(store, "r1").flow("http:s1")
-        pg.start()
-        assert pins.status("weather", "get_weather", definition_hash(TOOL)) == "accepted"  # reconnected
-        assert records.begin(_line(), forwarded=False)
+def test_a_database_that_goes_down_is_unavailable_until_it_is_back(own_postgres):
+    pg = own_postgres
+    store = open_store(None, pg.url)
+    pins, records = PinStore(store=store), AuditStore(store, replica="r1")
+    pins.observe("weather", [TOOL])
+    pg.stop()
+    assert pins.status("weather", "get_weather", definition_hash(TOOL)) == "unavailable"
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{pg.port}"):
+        records.begin(_line(), forwarded=True)
+    with pytest.raises(StoreUnavailable):
+        Sessions(store, "r1").flow("http:s1")
+    pg.start()
+    assert pins.status("weather", "get_weather", definition_hash(TOOL)) == "accepted"  # reconnected
+    assert records.begin(_line(), forwarded=False)
 
 
-def test_completions_the_store_could_not_take_are_written_by_the_next_heartbeat(tmp_path):
-    why = missing()
-    if why is not None:
-        pytest.skip(why)
-    with Postgres() as pg:
-        store = open_store(None, pg.url)
-        records = AuditStore(store, replica="r1")
-        rid = records.begin(_line(), forwarded=True)
-        pg.stop()
-        assert records.complete(rid, "ok") is False
-        with pytest.raises(StoreUnavailable):
-            records.heartbeat()
-        pg.start()
+def test_completions_the_store_could_not_take_are_written_by_the_next_heartbeat(own_postgres):
+    pg = own_postgres
+    store = open_store(None, pg.url)
+    records = AuditStore(store, replica="r1")
+    rid = records.begin(_line(), forwarded=True)
+    pg.stop()
+    assert records.complete(rid, "ok") is False
+    with pytest.raises(StoreUnavailable):
         records.heartbeat()
-        assert query_records(store)[0]["outcome"] == "ok"
+    pg.start()
+    records.heartbeat()
+    assert query_records(store)[0]["outcome"] == "ok"
 
 
 def test_bad_database_urls_are_refused_without_showing_the_password(tmp_path):
