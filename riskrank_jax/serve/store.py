@@ -296,7 +296,7 @@ class Store:
         with self.read() as db:
             return db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
 
-    def shared_key(self, name: str, nbytes: int = 32) -> bytes:
+    def secret(self, name: str, nbytes: int = 32) -> bytes:
         """The key ``name`` from the ``keys`` table, created (random ``nbytes``) by the first replica to ask:
         every replica reads the same key."""
         with self.transaction() as db:
@@ -304,12 +304,6 @@ class Store:
                        (name, os.urandom(nbytes), now()))
             (value,) = db.execute("SELECT value FROM keys WHERE name = ?", (name,)).fetchone()
         return bytes(value)
-
-    def secret(self, name: str, nbytes: int = 32) -> bytes:
-        return self.shared_key(name, nbytes)
-
-    def close(self) -> None:
-        pass
 
 
 class SqliteStore(Store):
@@ -467,12 +461,6 @@ class PostgresStore(Store):
             except self._psycopg.Error:
                 conn.close()
 
-    def close(self) -> None:
-        while True:
-            try:
-                self._pool.get_nowait()[0].close()
-            except queue.Empty:
-                return
 
 
 def _first_line(e: Exception) -> str:
