@@ -11,6 +11,8 @@ the activation named by the config, exact-erf GELU for "gelu"); Q, K and V run a
 `packed_hidden` reads; `pool_segments` gives each segment's pooled vector. `sequence_classifier_logits` runs the
 same layers over one (query, text) pair per row with token types, for the cross-encoder
 (riskrank_jax/model/cross_encoder.py): one BERT forward pass for the bi-encoder, the tuner and the cross-encoder.
+An optional additive attention bias (``bias``, shared by all layers) lets MPNet's relative-position bias run the
+same layers (riskrank_jax/encode/mpnet.py); without it the pass is unchanged.
 
 Why packed rows: several short texts share one row, so almost no compute goes to padding.
 """
@@ -103,14 +105,19 @@ def _activation(x, name: str):
     return jax.nn.gelu(x, approximate=True)
 
 
-def _attention(x, lp, same_segment, shape: BertShape):
-    """x [B, R, H]; same_segment bool [B, R, R] -> context [B, R, H] (before the output dense layer)."""
+def _attention(x, lp, same_segment, shape: BertShape, bias=None):
+    """x [B, R, H]; same_segment bool [B, R, R] -> context [B, R, H] (before the output dense layer).
+
+    bias: None, or float32 [B, num_heads, R, R] (or broadcastable to it) added to the scaled scores q·k/sqrt(d)
+    before the segment mask and the softmax (MPNet's relative-position bias, riskrank_jax/encode/mpnet.py)."""
     b, r, h = x.shape
     nh = shape.num_heads
     hd = h // nh
     qkv = x @ lp["qkv"][0] + lp["qkv"][1]  # [B, R, 3H]
     q, k, v = (qkv[..., i * h : (i + 1) * h].reshape(b, r, nh, hd) for i in range(3))
     scores = jnp.einsum("bqnd,bknd->bnqk", q / jnp.sqrt(jnp.float32(hd)), k)
+    if bias is not None:
+        scores = scores + bias
     scores = jnp.where(same_segment[:, None], scores, -jnp.inf)
     top = jnp.max(scores, axis=-1, keepdims=True)
     weights = jnp.exp(scores - jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0)))
@@ -135,23 +142,25 @@ def segment_attention(segment_ids):
     return (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] > 0)
 
 
-def run_layers(layers, x, same_segment, shape: BertShape):
+def run_layers(layers, x, same_segment, shape: BertShape, bias=None):
     """x [B, R, hidden] through the transformer layers ``layers`` (a list of packed layer dicts) -> [B, R, hidden].
+    bias: an additive attention bias every layer shares (see ``_attention``); None for BERT.
 
     The lower and upper layers of one model run apart when the lower layers' states are cached
     (riskrank_jax/model/encoder_tune.py trains the upper ones)."""
     for lp in layers:
-        ctx = _attention(x, lp, same_segment, shape)
+        ctx = _attention(x, lp, same_segment, shape, bias)
         x = _layer_norm(ctx @ lp["att_out"][0] + lp["att_out"][1] + x, lp["att_ln"], shape.layer_norm_eps)
         inner = _activation(x @ lp["ffn_in"][0] + lp["ffn_in"][1], shape.activation)
         x = _layer_norm(inner @ lp["ffn_out"][0] + lp["ffn_out"][1] + x, lp["ffn_ln"], shape.layer_norm_eps)
     return x
 
 
-def packed_hidden(p: dict, input_ids, position_ids, segment_ids, shape: BertShape):
-    """Last hidden states float32 [B, R, hidden] of packed rows (see the module doc for the inputs)."""
+def packed_hidden(p: dict, input_ids, position_ids, segment_ids, shape: BertShape, bias=None):
+    """Last hidden states float32 [B, R, hidden] of packed rows (see the module doc for the inputs); bias: None, or
+    an additive attention bias float32 [B, num_heads, R, R] shared by all layers (see ``_attention``)."""
     x = embed_tokens(p, input_ids, position_ids, shape)
-    return run_layers(p["layers"], x, segment_attention(segment_ids), shape)
+    return run_layers(p["layers"], x, segment_attention(segment_ids), shape, bias)
 
 
 def pool_segments(hidden, segment_ids, num_segments: int, pooling: str):
