@@ -55,7 +55,7 @@ import numpy as np
 import riskrank_jax
 from riskrank_jax import metrics
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
-from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.encode.families import load_encoder
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, RankConfig, Ranker
 from riskrank_jax.registry import load_registry
 
@@ -145,14 +145,15 @@ def config_with(changes: list[str], base: RankConfig = DEFAULT_REGISTRY_CONFIG) 
 
 
 # --------------------------------------------------------------------------------------------- ranking
-def build_ranker(servers: list[dict], config: RankConfig, cache_dir=None):
+def build_ranker(servers: list[dict], config: RankConfig, cache_dir=None, encoder=None):
     """(ranker, [(server, tool)] per ranker index): the servers' corpus files loaded as `riskrank-jax rank
-    FILE...` loads them, the zero-shot ranker built over them with ``config``."""
+    FILE...` loads them, the zero-shot ranker built over them with ``config`` and ``encoder`` (a name or directory
+    as `--encoder` takes; None: the default)."""
     paths = [str(ROOT / s["file"]) for s in servers]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reg = load_registry(paths)
-    encoder = load_encoder(cache_dir=cache_dir)
+    encoder = load_encoder(encoder, cache_dir=cache_dir)
     ranker = Ranker.from_registry(reg, encoder=encoder, cache=EmbeddingCache(cache_dir), config=config)
     by_name = {t.name: (t.source, t.raw_name) for t in reg.tools}
     ids = [by_name[n] for n in ranker.tool_names]
@@ -289,12 +290,15 @@ def main(argv=None) -> int:
                                                                   "top 5) as text")
     ap.add_argument("--set-dir", default=str(SET_DIR), help="the set's folder (servers.json, requests.jsonl)")
     ap.add_argument("--cache-dir", default=None, help="embedding cache folder (default as `riskrank-jax rank`)")
+    ap.add_argument("--encoder", default=None, help="the encoder, as `riskrank-jax rank --encoder` takes it: a name "
+                                                    "(minilm, mpnet, use, e5, a fusion such as minilm+use) or a "
+                                                    "model directory (default: minilm)")
     args = ap.parse_args(argv)
 
     config = config_with(args.config_set)
     servers, requests = load_set(Path(args.set_dir))
     t0 = time.perf_counter()
-    ranker, ids = build_ranker(servers, config, args.cache_dir)
+    ranker, ids = build_ranker(servers, config, args.cache_dir, args.encoder)
     build_s = time.perf_counter() - t0
     result = evaluate(ranker, ids, requests)
     result = {"set": "experiments/siblings", "config_label": args.label or (

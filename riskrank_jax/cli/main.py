@@ -101,7 +101,7 @@ def evaluate_baseline(benchmark, retriever, data_dir, cache_dir, encoder, k, as_
         else:
             # deferred: the encoder (transformers) loads only for the dense retriever
             from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
-            from riskrank_jax.encode.encoder import load_encoder
+            from riskrank_jax.encode.families import load_encoder
 
             enc = load_encoder(encoder)
             cache = EmbeddingCache(cache_dir)
@@ -132,7 +132,7 @@ def embed(benchmark, data_dir, cache_dir, encoder, batch_size):
     # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts_with_stats
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
 
     bench = load_benchmark(benchmark, data_dir)
     enc = load_encoder(encoder)
@@ -209,7 +209,7 @@ def train(benchmark, seeds, data_dir, cache_dir, encoder, checkpoint_dir, lambda
     # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.experiments.stages import embed_all, train_run
     from riskrank_jax.paths import default_checkpoint_dir
 
@@ -256,7 +256,7 @@ def graph_stats(benchmark, data_dir, cache_dir, encoder, as_json):
     # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.data import load_benchmark
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.graph import tool_graph
 
     bench = load_benchmark(benchmark, data_dir)
@@ -300,7 +300,7 @@ def registry_audit(files, as_json, as_csv, trust_annotations, risk_head, cache_d
     # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     from riskrank_jax.cli import audit as audit_lib
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.model.risk_head import RiskHead
     from riskrank_jax.registry import load_registry
     from riskrank_jax.registry.risk import RiskPolicy
@@ -346,7 +346,7 @@ def fit_risk(files, benchmark, out_path, no_params, epochs, seed, folds, data_di
     # deferred: the command's library (numpy, JAX) loads when it runs, not for `riskrank-jax --help`
     import numpy as np
     from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.model.risk_head import HeadConfig, RiskHead, train_risk_head
     from riskrank_jax.registry.labelled import benchmark_tools, registry_tools
     from riskrank_jax.registry.risk_agreement import cross_val_scores, score_report

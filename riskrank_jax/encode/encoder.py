@@ -147,7 +147,7 @@ class Encoder:
         return self._hf_tokenizer
 
     def _identity(self) -> str:
-        return _model_id(self.name, self.weights_sha256, self.pooling, self.max_seq_length, self.tokenizer_sha256,
+        return model_identity(self.name, self.weights_sha256, self.pooling, self.max_seq_length, self.tokenizer_sha256,
                          self.do_lower_case, self.normalize)
 
     def _place(self, params) -> None:
@@ -310,7 +310,7 @@ class Encoder:
         return states, offsets
 
 
-def _model_id(name: str, weights_sha256: str, pooling: str, max_seq_length: int, tokenizer_sha256: str,
+def model_identity(name: str, weights_sha256: str, pooling: str, max_seq_length: int, tokenizer_sha256: str,
               do_lower_case: bool, normalize: bool) -> str:
     """The model id: name, weights and tokenizer hashes, pooling, length, casing, normalisation and the
     batching scheme (vectors cached under an older, batch-dependent scheme are never mixed with these)."""
@@ -337,7 +337,7 @@ def _id_from_files(model_dir: Path, name: str, normalize: bool) -> tuple[str, in
         return None
     length = resolve_max_seq_length(None, st, None, limit)  # the Encoder's rule; the tokenizer is not needed here
     sha = LoadState(None, model_dir).weights_sha256(files)
-    return _model_id(name, sha, st.pooling, length, tokenizer_sha256(model_dir), st.do_lower_case, normalize), dim
+    return model_identity(name, sha, st.pooling, length, tokenizer_sha256(model_dir), st.do_lower_case, normalize), dim
 
 
 class LazyEncoder:

@@ -60,7 +60,7 @@ from tokenizers import Tokenizer
 from riskrank_jax.encode import hf
 from riskrank_jax.encode.batching import RowPlan, batch_arrays, data_mesh, row_lengths_for
 from riskrank_jax.encode.bert import BertShape, packed_hidden, pool_segments
-from riskrank_jax.encode.encoder import PROGRESS_MIN_TEXTS, _model_id
+from riskrank_jax.encode.encoder import PROGRESS_MIN_TEXTS, model_identity
 from riskrank_jax.encode.load_state import LOAD_STATE_DIR, file_stamps
 from riskrank_jax.encode.sentence_config import read_sentence_config, resolve_max_seq_length
 from riskrank_jax.encode.tokenizer import check_texts, tokenizer_sha256
@@ -347,7 +347,7 @@ class MPNetEncoder:
         weights = self.model_dir / "model.safetensors"
         self.weights_sha256: str = record.get("weights_sha256") or hf.sha256_files([weights])
         self.tokenizer_sha256 = tokenizer_sha256(self.model_dir)
-        self.model_id: str = _model_id(self.name, self.weights_sha256, self.pooling, self.max_seq_length,
+        self.model_id: str = model_identity(self.name, self.weights_sha256, self.pooling, self.max_seq_length,
                                        self.tokenizer_sha256, False, True)
         self._tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()  # tokenizer.json pads and truncates to 128; ``tokenize`` sets the length

@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 import jax
 
-from riskrank_jax.encode.encoder import load_encoder_lazily
+from riskrank_jax.encode.families import load_encoder_lazily
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.experiments import report
 from riskrank_jax.experiments.config import SweepConfig

@@ -29,7 +29,7 @@ import numpy as np
 
 from riskrank_jax.data import load_benchmark
 from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
-from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.encode.families import load_encoder
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.risk_head import HeadConfig, predict, train_risk_head
 from riskrank_jax.paths import REPO_ROOT

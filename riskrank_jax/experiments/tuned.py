@@ -32,6 +32,7 @@ import jax.numpy as jnp
 
 from riskrank_jax import metrics
 from riskrank_jax.experiments.stages import risk_only_scores, short_hash
+from riskrank_jax.errors import RiskRankError
 from riskrank_jax.model.encoder_tune import TextStates, TuneConfig, TuneJob, embed_states, tune_encoders
 from riskrank_jax.model.groups import maps_sequentially
 from riskrank_jax.model.tune_step import tune_bytes
@@ -196,6 +197,9 @@ def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
     The models without saved arrays train together, in one program per step."""
     if hasattr(encoder, "load"):
         encoder = encoder.load()  # a LazyEncoder: the weights are needed now
+    if not hasattr(encoder, "lower_states"):
+        raise RiskRankError(f"the ft_* rows tune a BERT-family encoder's top layers; {encoder!r} is not one "
+                            "(leave --encoder at minilm or a BERT directory for them)")
     texts, rows = _texts(bench)
     frozen_layers = encoder.shape.num_layers - cfg.tune.layers
     cache: dict = {}

@@ -17,6 +17,8 @@
     tune_batches.py a tuning run's batches of (query, gold tool, hard negatives), drawn up front per seed
     tune_step.py   the tuning loss and the jitted train step of a group of models
     tuned_encoder.py a tuned encoder: its top layers, its vectors, and the BERT directory it is saved as
+    registry_adapt.py relevance adapted to one registry without a log: the top layers tuned on pairs of its own
+                   texts, kept when they beat the frozen encoder on held-out pairs, cached by registry
     cross_encoder.py a (query, tool text) pair model: config, loading, forward (BERT through encode/bert.py)
     cross_encoder_train.py the cross-encoder trained on a benchmark's queries and gated onto the first stage's
                    top candidates

@@ -254,7 +254,7 @@ class Ranker:
     @classmethod
     def from_registry(cls, paths_or_dicts, *, encoder=None, cache=None, config: RankConfig | None = None,
                       risk_head=None, trust_annotations: bool = False, trusted_sources=(),
-                      server_texts: dict | None = None) -> "Ranker":
+                      server_texts: dict | None = None, adapt=None) -> "Ranker":
         """A zero-shot ranker over your own tool lists (MCP, OpenAI, Anthropic, plain, BEIR; docs/registry.md).
 
         Loads and merges the files or documents (``load_registry``; a loaded ``Registry`` is used as is),
@@ -268,7 +268,11 @@ class Ranker:
         under 1 GiB with their texts cached; a progress bar over its tiles from 8,192 tools). ``config`` defaults to
         ``DEFAULT_REGISTRY_CONFIG``. With two or more sources, each tool's server (its source) and the servers'
         embedded texts are kept for the server-context stage (``server_texts``: {source: name and description};
-        default: the source name's words). Rank with ``rank_queries``.
+        default: the source name's words). ``adapt``: an ``AdaptConfig`` adapts relevance to this registry first
+        (``model.registry_adapt``: the encoder's top layers tuned on pairs of the registry's own texts, used when
+        they beat the frozen encoder on held-out pairs; cached by the registry's fingerprint; its report is kept in
+        ``provenance["adapted"]``); risk is assessed on the base encoder's vectors either way. Rank with
+        ``rank_queries``.
         """
 
         config = DEFAULT_REGISTRY_CONFIG if config is None else config
@@ -276,12 +280,21 @@ class Ranker:
         cache = EmbeddingCache() if cache is None else cache
         head = RiskHead.load(risk_head) if isinstance(risk_head, (str, os.PathLike)) else risk_head
         reg = paths_or_dicts if isinstance(paths_or_dicts, Registry) else load_registry(paths_or_dicts)
+        adapted = None
+        if adapt is not None:
+            # deferred: the tuner's modules only when adapting
+            from riskrank_jax.model.registry_adapt import adapt_encoder
+
+            adapted = adapt_encoder(encoder, reg.names, reg.texts, reg.fingerprint(), adapt,
+                                    cache_dir=cache.root.parent)
+            encoder = adapted.encoder
         inputs = registry_inputs(reg, encoder, cache, head,
                                  RiskPolicy(trust_annotations=trust_annotations,
                                             trusted_sources=tuple(trusted_sources)))
         reg = inputs.registry
         prov = {"registry": reg.fingerprint()[:16], "sources": list(reg.sources), "risk_head": inputs.risk_head,
-                "trust_annotations": bool(trust_annotations), "trusted_sources": list(trusted_sources)}
+                "trust_annotations": bool(trust_annotations), "trusted_sources": list(trusted_sources),
+                **({} if adapted is None else {"adapted": adapted.report})}
         ranker = cls.build(encoder_id=inputs.encoder_id, tool_names=reg.names, tool_texts=reg.texts,
                            tool_emb=inputs.emb, risk_levels=inputs.risk.levels, perm_level=inputs.perm_level,
                            graph=zero_shot_graph(inputs) if config.alpha > 0 else None, config=config,

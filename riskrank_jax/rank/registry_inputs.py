@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.encode.families import risk_encoder
 from riskrank_jax.graph.tool_graph import GraphConfig, build_tool_graph
 from riskrank_jax.model.risk_head import RiskHead
 from riskrank_jax.registry.dimensions import DimensionPolicy, assess_dimensions, assessment_to_risk
@@ -56,7 +57,8 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
     ``risk_model``, default the shipped `registry.mcp_risk.default_model()` — keywords and MCP annotations under
     the specification's defaults; annotations trusted as ``policy`` says). With an explicit ``risk_head`` the
     level rule of `registry.risk.assess_risk` over that head's f_risk instead (no dimensions). A head or model
-    trained for another encoder is refused."""
+    trained for another encoder is refused; a named encoder that is not the risk model's (``--encoder mpnet``, a
+    fusion) names the one the model reads (``encode.families.risk_encoder``), and the texts are embedded by it too."""
     emb = embed_texts(encoder, list(registry.texts), cache)
     if risk_head is not None:
         scores, head_name = None, "none"
@@ -65,8 +67,10 @@ def registry_inputs(registry: Registry, encoder, cache, risk_head: RiskHead | No
             scores, head_name = risk_head.scores(emb), f"{risk_head.trained_on} ({risk_head.encoder_id})"
         return RankingInputs(registry, emb, assess_risk(registry, scores, policy), registry.perm_mask(),
                              str(encoder.model_id), head_name)
-    return RankingInputs(registry, emb, assess_dimensions_risk(registry, emb, str(encoder.model_id),
-                                                               int(encoder.dim), policy, risk_model)[0],
+    reader = risk_encoder(encoder)  # the shipped risk model reads MiniLM's vectors, whatever ranks
+    risk_emb = emb if reader is encoder else embed_texts(reader, list(registry.texts), cache)
+    return RankingInputs(registry, emb, assess_dimensions_risk(registry, risk_emb, str(reader.model_id),
+                                                               int(reader.dim), policy, risk_model)[0],
                          registry.perm_mask(), str(encoder.model_id),
                          _model_name(risk_model or default_model(), registry))
 

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from riskrank_jax.encode import families
 from riskrank_jax.errors import RankerError
 from riskrank_jax.graph import smoothing
 from riskrank_jax.graph.tool_graph import ToolGraph
@@ -177,15 +178,16 @@ def embed_requests(encoder, texts) -> np.ndarray:
     """float32 [Q, d] embeddings of request texts by ``encoder`` (no disk cache: requests rarely repeat). A few
     requests run as one compact encoder batch (``Encoder.encode(..., compact=True)``: a request of 9 to 16 tokens
     runs as 1 x 16 tokens, not 4 x 128); more, or an encoder without the compact path, in batches of at most 64
-    padded to a power of two."""
+    padded to a power of two; an encoder with ``encode_queries`` (E5's "query: " prefix) embeds requests with it."""
     if encoder is None:
         raise RankerError("this ranker has no encoder to embed requests with; pass one "
                           "(dataclasses.replace(ranker, encoder=load_encoder(...)))")
     texts = list(texts)
     if getattr(encoder, "supports_compact", False):
-        return np.asarray(encoder.encode(texts, batch_size=64, progress=False, compact=True), np.float32)
+        return np.asarray(families.encode_requests(encoder, texts, batch_size=64, progress=False, compact=True),
+                          np.float32)
     batch = min(64, 1 << math.ceil(math.log2(max(len(texts), 1))))
-    return np.asarray(encoder.encode(texts, batch_size=batch, progress=False), np.float32)
+    return np.asarray(families.encode_requests(encoder, texts, batch_size=batch, progress=False), np.float32)
 
 
 @jax.jit

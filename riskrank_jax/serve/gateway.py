@@ -34,7 +34,7 @@ import anyio
 import mcp_types as types
 
 from riskrank_jax.encode.embedding_cache import EmbeddingCache
-from riskrank_jax.encode.encoder import load_encoder
+from riskrank_jax.encode.families import load_encoder
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
 from riskrank_jax.rank.ranker import check_queries
