@@ -347,7 +347,12 @@ def test_every_row_but_the_intent_rows_runs_without_intent():
         if change is None:
             continue
         config = livemcp.row_config(cfg, change)
+        if name in livemcp.NAME_ROWS:  # its base row's config with the name stage on, nothing else
+            base = livemcp.row_config(cfg, livemcp.ROWS[livemcp.NAME_ROWS[name]][1])
+            assert config == dataclasses.replace(base, name_evidence=True) and not base.name_evidence, name
+            continue
         assert config.intent == (name in livemcp.INTENT_ROWS), name
+        assert not config.name_evidence, name
         if name in livemcp.INTENT_ROWS:  # its base row's config plus the INTENT fields, nothing else
             base = livemcp.row_config(cfg, livemcp.ROWS[livemcp.INTENT_ROWS[name]][1])
             assert config == dataclasses.replace(base, **livemcp.INTENT), name

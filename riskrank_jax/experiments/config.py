@@ -94,7 +94,8 @@ class McpConfig:
     sibling_weight, step_weight: by default ``rank.ranker.RankConfig``'s, so they are stated once); risk_labels:
     the labelled tool corpus, relative to the repository root ("" = none: RVR@5 is then "not labelled");
     lambdas × alphas: the grid of the sensitivity table of the rank default's row; cv_folds: the folds over tasks
-    of the one row that chooses its weights on the tasks (``ranker_server_steps_cv``)."""
+    of the one row that chooses its weights on the tasks (``ranker_server_steps_cv``); encoders / adapt: the opt-in
+    rows ``enc_<name>`` (``experiments.livemcp.ENCODER_ROWS``) and ``ranker_server_intent_adapted``."""
 
     top_servers: int = 5
     top_tools: int = 3
@@ -105,6 +106,10 @@ class McpConfig:
     lambdas: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0)
     alphas: tuple[float, ...] = (0.0, 0.2)
     cv_folds: int = 5
+    # opt-in rows (each needs its package, docs/encoders.md): the rank default's row with each named encoder
+    # (``encode.families``: "mpnet", "use", "e5", fusions such as "minilm+use"), and with the registry adapted
+    encoders: tuple[str, ...] = ()
+    adapt: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,13 @@ Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchm
 * ``ranker_server_text`` / ``ranker_server_text_steps`` — server context (and multi-step) over tool texts that end
   with their server's name and description (``with_server_text``);
 * ``ranker_server_steps_cv`` — both stages with their weights chosen per fold over the tasks on the other folds
-  (``cv_row``): the one row that learns from the tasks, the check on the hand-set weights.
+  (``cv_row``): the one row that learns from the tasks, the check on the hand-set weights;
+* ``ranker_server_intent_names`` — the rank default with the name stage (``RankConfig.name_evidence``,
+  ``retrieve.names``: the tool names' verbs, directions and object words against the request's, among its top 10);
+* opt-in (``mcp.encoders``, ``mcp.adapt``; ``opt_in_rows``): ``enc_<name>`` / ``enc_<name>_names`` — the rank
+  default (and with the name stage) with another encoder (``encode.families``: mpnet, use, e5, fusions such as
+  minilm+use; "+" written "_"), and ``ranker_server_intent_adapted`` — with relevance adapted to the registry
+  (``model.registry_adapt``); each row's encoder id or adaptation report is in results.json "opt_in".
 
 Also: the rank default's row (less intent, ``lambda_row``) over the λ × α grid of ``mcp`` (``sensitivity``), and
 the λ, α and intent setting chosen by folds over servers (``experiments.livemcp_defaults``).
@@ -57,6 +63,7 @@ from riskrank_jax.encode.embedding_cache import EmbeddingCache, embed_texts
 from riskrank_jax.errors import DataError
 from riskrank_jax.experiments import livemcp_defaults as defaults_by_servers
 from riskrank_jax.experiments import livemcp_transfer as transfer
+from riskrank_jax.encode.families import load_encoder
 from riskrank_jax.experiments.family import Family
 from riskrank_jax.experiments.livemcp_tables import table_text, tables_md
 from riskrank_jax.experiments.livemcp_transfer import CE_TOP
@@ -64,6 +71,7 @@ from riskrank_jax.experiments.stages import StageLog
 from riskrank_jax.model import intent_model
 from riskrank_jax.model.cross_encoder_train import candidates, rerank_relevance
 from riskrank_jax.paths import REPO_ROOT, resolve_data_dir
+from riskrank_jax.model.registry_adapt import AdaptConfig
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker
 from riskrank_jax.rank.registry_inputs import registry_graph
 from riskrank_jax.registry import load_registry
@@ -94,6 +102,9 @@ ROWS = {
     "ranker_server": ("+ server context", {"server_context": True}),
     "ranker_server_lam0": ("+ server context, λ = 0", {"server_context": True, "lam": 0.0}),
     "ranker_server_intent": ("+ server context + intent", {"server_context": True, **INTENT}),
+    "ranker_server_intent_names": ("+ server context + intent + name evidence (verbs, directions and object words "
+                                   "of the tool names, among the top 10)",
+                                   {"server_context": True, **INTENT, "name_evidence": True}),
     "ranker_steps": ("+ multi-step", {"multi_step": True}),
     "ranker_steps_lam0": ("+ multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
     "ranker_server_steps": ("+ server context + multi-step", {"server_context": True, "multi_step": True}),
@@ -115,6 +126,8 @@ ROWS = {
 # each *_intent row -> the row it adds the intent stage to
 INTENT_ROWS = {"ranker_intent": "ranker", "ranker_server_intent": "ranker_server",
                "ranker_server_steps_intent": "ranker_server_steps"}
+# each name-stage row -> the row it adds the name stage to (``RankConfig.name_evidence``)
+NAME_ROWS = {"ranker_server_intent_names": "ranker_server_intent"}
 # the (server_weight, sibling_weight, step_weight) grid of ranker_server_steps_cv
 CV_GRID = tuple((s, b, g) for s in (0.25, 0.5, 1.0) for b in (0.0, 0.5) for g in (0.0, 0.3, 0.6))
 # rows ranked by the Ranker over tool texts that end with their server's name and description
@@ -131,6 +144,17 @@ TRANSFER_ROWS = {
     "cross_encoder_sealtools": ("ranker_server's top 20 reranked by the cross-encoder trained on Seal-Tools' training "
                                 "queries, its gate γ chosen on Seal-Tools' held-out queries", {"server_context": True}),
 }
+# opt-in rows (``McpConfig.encoders`` / ``adapt``): the rank default's row with another encoder, with and without
+# the name stage, and with the registry adapted (``model.registry_adapt``); "{name}" is the encoder's name
+ENCODER_ROWS = {
+    "enc_{name}": ("the rank default (ranker_server_intent) with the encoder {name}", {"server_context": True,
+                                                                                        **INTENT}),
+    "enc_{name}_names": ("the rank default with the encoder {name} and the name stage",
+                         {"server_context": True, **INTENT, "name_evidence": True}),
+}
+ADAPTED_ROW = ("ranker_server_intent_adapted", "the rank default with relevance adapted to the registry (its "
+               "encoder's top layers tuned on pairs of the tools' own texts; used only if they beat the frozen "
+               "encoder on held-out pairs)", {"server_context": True, **INTENT})
 # rows that take a model trained on another benchmark and are not run here, and why
 NOT_RUN = {
     "sealtools_heads": "not run: the Seal-Tools-trained dual heads and correction reranker score the benchmark's own "
@@ -250,6 +274,30 @@ def ranker_rows(cfg, bench, ranker, k: int, timed, text_ranker=None) -> None:
     group = np.unique(np.asarray(bench.raw_names), return_inverse=True)[1].astype(np.int32)
     timed("ranker_server_steps_namesakes",
           lambda: top_order(servers.namesake_max(scores_of["ranker_server_steps"], group), k))
+
+
+def opt_in_rows(cfg, bench, cache, k: int, timed) -> dict:
+    """The opt-in rows of ``cfg.mcp`` (``ENCODER_ROWS`` per encoder name, ``ADAPTED_ROW``): each a registry Ranker
+    built as ``prepare`` builds the default's, with that encoder (or the adapted one). Returns {row: (description,
+    encoder id or the adaptation's report)}."""
+    queries = list(bench.queries.texts)
+    server_texts = dict(zip(bench.servers.names, bench.servers.texts))
+    out = {}
+    for enc_name in cfg.mcp.encoders:
+        encoder = load_encoder(enc_name, cache_dir=cfg.runtime.cache_dir)
+        ranker = Ranker.from_registry(list(bench.documents), encoder=encoder, cache=cache, server_texts=server_texts)
+        slug = enc_name.replace("+", "_")
+        for pattern, (text, change) in ENCODER_ROWS.items():
+            name = pattern.format(name=slug)
+            timed(name, lambda c=row_config(cfg, change): ranker_rankings(ranker, queries, c, k)[0])
+            out[name] = (text.format(name=enc_name), encoder.model_id)
+    if cfg.mcp.adapt:
+        name, text, change = ADAPTED_ROW
+        ranker = Ranker.from_registry(list(bench.documents), encoder=load_encoder(None), cache=cache,
+                                      server_texts=server_texts, adapt=AdaptConfig())
+        timed(name, lambda: ranker_rankings(ranker, queries, row_config(cfg, change), k)[0])
+        out[name] = (text, ranker.provenance["adapted"])
+    return out
 
 
 def server_groups(of_tool, n_servers: int) -> np.ndarray:
@@ -408,6 +456,7 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
         return out
     timed("ranker_server_steps_cv", run_cv)
     transfer_info = transfer_rows(cfg, bench, encoder, cache, (ranker, text_ranker), k, timed) if transfer else None
+    opt_in = opt_in_rows(cfg, bench, cache, k, timed)
     defaults = None
     if confirm is not None and bench.servers.size >= 2 * defaults_by_servers.FOLDS:
         t0 = time.perf_counter()
@@ -421,7 +470,7 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
             [defaults_by_servers.ids_per_query(rankings[n], bench.queries.gold, confirm)])) for n in names
             if n in rankings}
     rows = {}
-    for name in (n for n in (*ROWS, *TRANSFER_ROWS) if n in rankings):
+    for name in (n for n in (*ROWS, *TRANSFER_ROWS, *opt_in) if n in rankings):
         ids = rankings[name]
         rows[name] = metrics.summarize_over_queries(list_metrics(ids, bench.queries.gold, confirm))
         if confirm is None:
@@ -430,6 +479,7 @@ def evaluate_rows(cfg, bench, encoder, cache, transfer: bool = False) -> dict:
             "sensitivity": sensitivity(cfg, bench, ranker, k, confirm),
             "cv": {"folds": cfg.mcp.cv_folds, "grid": [list(w) for w in CV_GRID], **cv},
             "defaults": defaults, "transfer": transfer_info, "risk_detail": risk_detail,
+            "opt_in": {name: {"description": text, "source": source} for name, (text, source) in opt_in.items()},
             "risk_labels": None if labels is None else {
                 "tools_covered": labels["covered"], "tools": bench.size,
                 "must_confirm": int(labels["must_confirm"].sum()),
@@ -482,7 +532,9 @@ def evaluate(cfg, bench, encoder, transfer: bool, log: StageLog) -> dict:
         "unmatched_mentions": [{"task_id": t, "mention": m} for t, m in bench.unmatched],
         "tasks_without_gold": list(bench.no_gold),
         "rows": ev["rows"],
-        "row_descriptions": {name: text for name, (text, _) in (*ROWS.items(), *TRANSFER_ROWS.items())},
+        "row_descriptions": {**{name: text for name, (text, _) in (*ROWS.items(), *TRANSFER_ROWS.items())},
+                             **{name: row["description"] for name, row in ev["opt_in"].items()}},
+        "opt_in": {name: row["source"] for name, row in ev["opt_in"].items()},
         "rank_default": rank_default_row(cfg), "intent_rows": {**INTENT_ROWS}, "intent_setting": {**INTENT},
         "not_run": {**NOT_RUN, **({} if transfer else {name: NOT_RUN_TRANSFER for name in TRANSFER_ROWS})},
         "transfer": ev["transfer"], "defaults": ev["defaults"], "risk_detail": ev["risk_detail"],
@@ -497,5 +549,5 @@ LIVEMCP = Family(load=load, plan=plan, key_parts=key_parts, evaluate=evaluate, m
 
 
 __all__ = ["LIVEMCP", "RESULTS_VERSION", "load", "plan", "key_parts", "evaluate", "evaluate_rows", "list_metrics",
-           "ROWS", "INTENT", "INTENT_ROWS", "lambda_row", "row_config", "rank_default_row", "TRANSFER_ROWS",
+           "ROWS", "INTENT", "INTENT_ROWS", "NAME_ROWS", "lambda_row", "row_config", "rank_default_row", "TRANSFER_ROWS",
            "GRAPH_ROWS", "server_groups", "with_server_graph", "NOT_RUN", "NOT_LABELLED"]
