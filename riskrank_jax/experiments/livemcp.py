@@ -296,7 +296,7 @@ def opt_in_rows(cfg, bench, cache, k: int, timed) -> dict:
         ranker = Ranker.from_registry(list(bench.documents), encoder=load_encoder(None), cache=cache,
                                       server_texts=server_texts, adapt=AdaptConfig())
         timed(name, lambda: ranker_rankings(ranker, queries, row_config(cfg, change), k)[0])
-        out[name] = (text, ranker.provenance["adapted"])
+        out[name] = (text, {k: v for k, v in ranker.provenance["adapted"].items() if k != "cache"})  # no local path
     return out
 
 
