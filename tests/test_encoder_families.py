@@ -68,6 +68,20 @@ def test_a_fusion_is_a_unit_vector_whose_cosine_is_the_mean_of_its_parts():
         families.FusedEncoder([a], ["a"])
 
 
+def test_a_fusion_is_cached_part_by_part(tmp_path):
+    from riskrank_jax.encode.embedding_cache import embed_texts
+
+    a, b = HashEncoder(16, 1), HashEncoder(24, 2)
+    fused, cache = families.FusedEncoder([a, b], ["a", "b"]), EmbeddingCache(tmp_path)
+    texts = ["delete the file", "send an email", "delete the file"]
+    np.testing.assert_allclose(embed_texts(fused, texts, cache), fused.encode(texts), atol=1e-7)
+    assert (cache.count(a.model_id), cache.count(b.model_id), cache.count(fused.model_id)) == (2, 2, 0)
+    assert cache.last_stats.misses == 2 and cache.last_stats.n_texts == 3
+    other = families.FusedEncoder([a, HashEncoder(8, 3)], ["a", "c"])  # a's vectors are reused, not encoded again
+    embed_texts(other, texts, cache)
+    assert cache.count(a.model_id) == 2 and cache.last_stats.hits == 0 and cache.last_stats.misses == 2
+
+
 def test_load_encoder_takes_a_name_and_refuses_directory_options_for_it():
     enc = load_encoder("minilm")
     assert enc.model_id == load_encoder(None).model_id

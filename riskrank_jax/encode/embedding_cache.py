@@ -313,6 +313,14 @@ def embed_texts_with_stats(
     """Like `embed_texts`, also returning the EmbedStats."""
     t0 = time.perf_counter()
     texts = check_texts(texts)
+    if getattr(encoder, "parts", None) and hasattr(encoder, "join"):  # a fusion: each part cached under its own id
+        got = [embed_texts_with_stats(p, texts, cache, progress=progress, batch_size=batch_size) for p in encoder.parts]
+        stats = EmbedStats(model_id=str(encoder.model_id), n_texts=len(texts), n_unique=got[0][1].n_unique,
+                           hits=min(s.hits for _, s in got), misses=max(s.misses for _, s in got),
+                           encode_seconds=sum(s.encode_seconds for _, s in got), seconds=time.perf_counter() - t0)
+        if cache:
+            cache.last_stats = stats
+        return encoder.join([v for v, _ in got]), stats
     dim = int(encoder.dim)
     model_id = str(encoder.model_id)
     stats = EmbedStats(model_id=model_id, n_texts=len(texts))
@@ -371,7 +379,8 @@ def embed_texts(
     """float32 [n, dim] embeddings of `texts` in input order, each unique text encoded at most once ever.
 
     cache: an EmbeddingCache; None uses EmbeddingCache() (the default cache directory); False disables the
-    disk cache (duplicates are still encoded once). The call's EmbedStats (hits, misses, seconds) is left in
+    disk cache (duplicates are still encoded once). A fusion of encoders (``encode.families.FusedEncoder``) is
+    embedded part by part, each part cached under its own id, so a fusion reuses what its parts embedded. The call's EmbedStats (hits, misses, seconds) is left in
     `cache.last_stats`; use `embed_texts_with_stats` to get it directly. Raises RiskRankError when the
     encoder returns NaN/inf (nothing is cached then).
     """

@@ -128,7 +128,7 @@ class FusedEncoder:
             self._risk = own[0] if own else bert_encoder.load_encoder_lazily()
         return self._risk
 
-    def _joined(self, vectors: list) -> np.ndarray:
+    def join(self, vectors: list) -> np.ndarray:
         """[n, Σ d_i]: each part's [n, d_i] rows L2-normalised, times sqrt(1/P), side by side."""
         out = []
         for v in vectors:
@@ -140,11 +140,11 @@ class FusedEncoder:
                compact: bool = False) -> np.ndarray:
         """float32 [n, dim] unit vectors of tool texts (each part's ``encode``)."""
         texts = list(texts)
-        return self._joined([p.encode(texts, batch_size=batch_size, progress=progress) for p in self.parts])
+        return self.join([p.encode(texts, batch_size=batch_size, progress=progress) for p in self.parts])
 
     def encode_queries(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool | None = None,
                        compact: bool = False) -> np.ndarray:
         """float32 [n, dim] unit vectors of requests (each part's ``encode_queries`` where it has one)."""
         texts = list(texts)
-        return self._joined([encode_requests(p, texts, batch_size=batch_size, progress=progress)
+        return self.join([encode_requests(p, texts, batch_size=batch_size, progress=progress)
                              for p in self.parts])
