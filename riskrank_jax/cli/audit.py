@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.encode.families import risk_encoder
 from riskrank_jax.model.risk_head import RiskHead, default_head
 from riskrank_jax.rank.registry_inputs import assess_dimensions_risk
 from riskrank_jax.registry.registry import Registry
@@ -37,8 +38,9 @@ def assess(registry: Registry, encoder, cache, head: RiskHead | None = None,
         return assess_risk(registry, head_scores(registry, encoder, cache, head) if undeclared else None, policy)
     if not undeclared:
         return assessment_to_risk(registry, assess_dimensions(registry, None, _dimension_policy(policy)))
-    emb = embed_texts(encoder, list(registry.texts), cache)
-    return assess_dimensions_risk(registry, emb, str(encoder.model_id), int(encoder.dim), policy)[0]
+    reader = risk_encoder(encoder)  # the shipped risk model reads MiniLM's vectors, whatever ranks
+    emb = embed_texts(reader, list(registry.texts), cache)
+    return assess_dimensions_risk(registry, emb, str(reader.model_id), int(reader.dim), policy)[0]
 
 
 def _dimension_policy(policy: RiskPolicy):

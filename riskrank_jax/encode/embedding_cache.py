@@ -314,13 +314,7 @@ def embed_texts_with_stats(
     t0 = time.perf_counter()
     texts = check_texts(texts)
     if getattr(encoder, "parts", None) and hasattr(encoder, "join"):  # a fusion: each part cached under its own id
-        got = [embed_texts_with_stats(p, texts, cache, progress=progress, batch_size=batch_size) for p in encoder.parts]
-        stats = EmbedStats(model_id=str(encoder.model_id), n_texts=len(texts), n_unique=got[0][1].n_unique,
-                           hits=min(s.hits for _, s in got), misses=max(s.misses for _, s in got),
-                           encode_seconds=sum(s.encode_seconds for _, s in got), seconds=time.perf_counter() - t0)
-        if cache:
-            cache.last_stats = stats
-        return encoder.join([v for v, _ in got]), stats
+        return _fused(encoder, texts, cache, progress, batch_size, t0)
     dim = int(encoder.dim)
     model_id = str(encoder.model_id)
     stats = EmbedStats(model_id=model_id, n_texts=len(texts))
@@ -366,6 +360,18 @@ def embed_texts_with_stats(
     if cache:
         cache.last_stats = stats
     return out, stats
+
+
+def _fused(encoder, texts, cache, progress, batch_size, t0: float) -> tuple[np.ndarray, EmbedStats]:
+    """``embed_texts_with_stats`` of a fusion (``encode.families.FusedEncoder``): each part's vectors through the
+    cache under the part's own id, joined; the stats count a text as a hit when every part had it."""
+    got = [embed_texts_with_stats(p, texts, cache, progress=progress, batch_size=batch_size) for p in encoder.parts]
+    stats = EmbedStats(model_id=str(encoder.model_id), n_texts=len(texts), n_unique=got[0][1].n_unique,
+                       hits=min(s.hits for _, s in got), misses=max(s.misses for _, s in got),
+                       encode_seconds=sum(s.encode_seconds for _, s in got), seconds=time.perf_counter() - t0)
+    if cache:
+        cache.last_stats = stats
+    return encoder.join([v for v, _ in got]), stats
 
 
 def embed_texts(

@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from riskrank_jax.encode import encoder as bert_encoder
+from riskrank_jax.encode.embedding_cache import embed_texts
 from riskrank_jax.errors import RiskRankError
 
 FAMILIES = ("minilm", "mpnet", "use", "e5")
@@ -45,7 +46,8 @@ def load_encoder(name_or_path=None, *, cache_dir: str | os.PathLike | None = Non
     """The encoder ``name_or_path`` names: a family or fusion (``load_family``; an existing directory of that name
     wins), else ``encode.encoder.load_encoder(name_or_path, ...)`` (None: the embedded default; a model directory;
     a hub id). ``kw`` (max_seq_length, normalize) apply to a model directory only."""
-    if is_family_name(name_or_path) and not os.path.isdir(str(name_or_path)):
+    named = isinstance(name_or_path, str) and (is_family_name(name_or_path) or "+" in name_or_path)
+    if named and not os.path.isdir(name_or_path):  # a '+' never names a hub id: a fusion, or an error saying so
         if kw.get("max_seq_length") is not None or not kw.get("normalize", True):
             raise RiskRankError(f"encoder {name_or_path!r}: max_seq_length and normalize=False apply to a model "
                                 "directory, not to a named encoder")
@@ -94,6 +96,15 @@ def encode_requests(encoder, texts: Sequence[str], **kw) -> np.ndarray:
     "query: " prefix; else ``encode``)."""
     fn = getattr(encoder, "encode_queries", None) or encoder.encode
     return fn(list(texts), **kw)
+
+
+def embed_logged_requests(encoder, texts: Sequence[str], cache) -> np.ndarray:
+    """float32 [n, d]: a log's requests embedded as requests: through the embedding cache (``embed_texts``) when
+    the encoder embeds requests and tool texts alike, else by its ``encode_queries`` (E5's "query: " prefix, a
+    fusion), uncached, so a request's vector is never stored under a tool text's key."""
+    if getattr(encoder, "encode_queries", None) is None:
+        return embed_texts(encoder, list(texts), cache)
+    return np.asarray(encode_requests(encoder, list(texts), progress=None), np.float32)
 
 
 class FusedEncoder:

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from riskrank_jax import metrics
-from riskrank_jax.encode.embedding_cache import embed_texts
+from riskrank_jax.encode.families import embed_logged_requests
 from riskrank_jax.encode.encoder import load_encoder
 from riskrank_jax.errors import DataError, RankerError
 from riskrank_jax.model.checkpoints import RUN_FILE, RunStore, read_run
@@ -167,7 +167,7 @@ def fit_ranker(files, log_path, *, encoder=None, cache=None, config: FitConfig =
     held = _heldout(log.queries, config, log_path)
     _check_tune(config, zero, log.gold)
     k = min(config.k, zero.size)
-    q_emb = embed_texts(zero.query_encoder(), list(log.queries), cache)
+    q_emb = embed_logged_requests(zero.query_encoder(), list(log.queries), cache)
     texts = np.array(log.queries, dtype=object)
     seconds = {"zero_shot": round(time.perf_counter() - t_start, 1)}
     t0 = time.perf_counter()

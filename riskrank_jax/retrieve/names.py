@@ -269,7 +269,7 @@ def name_evidence(table: NameTable, texts) -> np.ndarray:
     tool of ``table``; in [−2, 3]. Host work: O(Q · (request words + N)) with sparse object words."""
     texts = list(texts)
     words = [request_words(t) for t in texts]
-    n_q, n = len(texts), table.size
+    n_q = len(texts)
     # object: the share of each tool's object words the request contains
     present = sparse.lil_matrix((n_q, table.objects.shape[1]), dtype=np.float32)
     for q, ws in enumerate(words):
