@@ -109,3 +109,21 @@ def test_a_registry_ranked_by_a_fusion_keeps_the_default_encoders_risk(tmp_path)
     assert "all-MiniLM-L6-v2" in use.risk_encoder.model_id
     np.testing.assert_array_equal(Ranker.from_registry(docs, encoder=use, cache=cache).risk_levels,
                                   by_default.risk_levels)
+
+
+@pytest.mark.skipif(USE_MISSING, reason=f"USE is not installed: {USE_PIP}")
+def test_the_gateway_serves_with_a_named_fusion(tmp_path):
+    from test_serve import ROOT, _in_process
+
+    from riskrank_jax.serve.config import GatewaySettings
+
+    config = GatewaySettings(registries=(str(ROOT / "examples" / "mcp_tools.json"),))
+    leaves = {"rank.encoder": "minilm+use", "runtime.cache_dir": str(tmp_path),
+              "runtime.state_dir": str(tmp_path / "state")}
+
+    async def body(client):
+        return await client.call_tool("search_tools", {"query": "read a file from the workspace", "k": 3})
+
+    found, gw = _in_process(config, leaves, None, body)
+    assert found.structured_content["tools"][0]["name"] == "mcp_tools.read_file"
+    assert gw.catalog.ranker.encoder_id.startswith("fusion[") and gw.catalog.ranker.tool_emb.shape[1] == 896

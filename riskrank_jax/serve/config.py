@@ -108,14 +108,15 @@ GATEWAY_HOLD_BACK = 0.5
 
 @dataclass(frozen=True)
 class RankSettings:
-    """How the catalog ranks and assesses risk: encoder (a local encoder directory or hub id; None: the embedded
-    all-MiniLM-L6-v2), risk_head (a head of ``fit-risk``; None: the risk dimensions), model (a ranker saved by
-    ``fit``, served while the tools match the ones it was fitted to), trust_annotations (every server's MCP
-    annotations may lower risk, not only ``policy.trusted_servers``'), intent (the intent stage: what the request
-    asks for weighs each tool's risk penalty, ``retrieve.intent``), intent_hold_back (0: off; else a tool with a
-    must-confirm effect is held back, ranked last, for a request that asks for no change: 1 − its highest need
-    exceeds it; GATEWAY_HOLD_BACK), config (the zero-shot ranker's `RankConfig`; set from Python only, the file and
-    flags leave it). The two intent leaves apply to the ranker served, zero-shot or saved (``ranker_config``)."""
+    """How the catalog ranks and assesses risk: encoder (a name of ``encode.families``: "mpnet", "use", "e5",
+    "minilm+use", ...; a local encoder directory or hub id; None: the embedded all-MiniLM-L6-v2), risk_head (a head
+    of ``fit-risk``; None: the risk dimensions), model (a ranker saved by ``fit``, served while the tools match the
+    ones it was fitted to), trust_annotations (every server's MCP annotations may lower risk, not only
+    ``policy.trusted_servers``'), intent (the intent stage: what the request asks for weighs each tool's risk
+    penalty, ``retrieve.intent``), intent_hold_back (0: off; else a tool with a must-confirm effect is held back,
+    ranked last, for a request that asks for no change: 1 − its highest need exceeds it; GATEWAY_HOLD_BACK), config
+    (the zero-shot ranker's `RankConfig`; set from Python only, the file and flags leave it). The two intent leaves
+    apply to the ranker served, zero-shot or saved (``ranker_config``)."""
 
     encoder: str | None = None
     risk_head: str | None = None
