@@ -20,12 +20,14 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from riskrank_jax.encode.token_packing import pack_rows
+from riskrank_jax.runtime.progress import progress_bar
 
 ROW_LENGTH = 128  # tokens of a packed row (texts longer than this run in rows of the longest length)
 ROW_MULTIPLE = 16  # row lengths are multiples of this
 COMPACT_MULTIPLE = 8  # compact batches (encode(..., compact=True)): row lengths 8, 16, 24, 32 tokens, then
 COMPACT_LADDER_TOP = 32  # powers of two (few shapes to compile; a short request runs in 1 x 8 or 1 x 16 tokens)
 BATCHING_SCHEME = "pack128"  # recorded in model_id (and so in cache keys and checkpoints' encoder id)
+PROGRESS_MIN_TEXTS = 500  # an encode call of this many texts or more draws a progress bar unless told not to
 
 
 def row_lengths_for(max_seq_length: int, max_positions: int) -> tuple[int, ...]:
@@ -132,3 +134,41 @@ def data_mesh():
 
 __all__ = ["ROW_LENGTH", "ROW_MULTIPLE", "COMPACT_MULTIPLE", "COMPACT_LADDER_TOP", "BATCHING_SCHEME", "RowPlan",
            "row_lengths_for", "batch_arrays", "data_mesh"]
+
+
+def progress_shown(n_texts: int, progress: bool | None) -> bool:
+    """Whether an encode call of ``n_texts`` draws a progress bar: from PROGRESS_MIN_TEXTS texts on unless
+    ``progress`` (True / False) says otherwise."""
+    return n_texts >= PROGRESS_MIN_TEXTS if progress is None else bool(progress)
+
+
+def run_batches(n_texts: int, dim: int, batches, run, *, show: bool) -> np.ndarray:
+    """float32 [n_texts, dim]: every text's vector from its batch's result, one batch in flight on the device while
+    the host prepares the next. batches: (rows, row length, rows run) as ``RowPlan.batches`` gives them (rows: per
+    row, the texts it holds, in slot order); run(rows, length, n_rows): the device result [n_rows, slots, dim] of
+    that batch (its slot s of row r: the vector of rows[r][s]). show: draw a progress bar over the texts.
+
+    Why one runner: every encoder family (BERT, MPNet, USE) packs texts into rows the same way and drains its
+    results the same way."""
+    out = np.empty((n_texts, dim), np.float32)
+    if n_texts == 0:
+        return out
+    bar = progress_bar(enabled=show, total=n_texts, unit="text", desc="encoding", leave=False)
+    pending: list = []
+
+    def drain(keep: int) -> None:
+        while len(pending) > keep:
+            rows, res = pending.pop(0)
+            res = np.asarray(res)
+            for r, row in enumerate(rows):
+                out[row] = res[r, : len(row)]
+            bar.update(sum(len(row) for row in rows))
+
+    try:
+        for rows, length, n_rows in batches:
+            pending.append((rows, run(rows, length, n_rows)))
+            drain(keep=1)
+        drain(keep=0)
+    finally:
+        bar.close()
+    return out

@@ -386,8 +386,8 @@ def embed_texts(
 
     cache: an EmbeddingCache; None uses EmbeddingCache() (the default cache directory); False disables the
     disk cache (duplicates are still encoded once). A fusion of encoders (``encode.families.FusedEncoder``) is
-    embedded part by part, each part cached under its own id, so a fusion reuses what its parts embedded. The call's EmbedStats (hits, misses, seconds) is left in
-    `cache.last_stats`; use `embed_texts_with_stats` to get it directly. Raises RiskRankError when the
-    encoder returns NaN/inf (nothing is cached then).
+    embedded part by part, each part cached under its own id, so a fusion reuses what its parts embedded. The
+    call's EmbedStats (hits, misses, seconds) is left in `cache.last_stats`; use `embed_texts_with_stats` to get
+    it directly. Raises RiskRankError when the encoder returns NaN/inf (nothing is cached then).
     """
     return embed_texts_with_stats(encoder, texts, cache, progress=progress, batch_size=batch_size)[0]

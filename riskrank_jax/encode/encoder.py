@@ -48,7 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.encode import hf
-from riskrank_jax.encode.batching import BATCHING_SCHEME, RowPlan, batch_arrays, data_mesh, row_lengths_for
+from riskrank_jax.encode.batching import (BATCHING_SCHEME, RowPlan, batch_arrays, data_mesh,
+                                          progress_shown, row_lengths_for, run_batches)
 from riskrank_jax.encode.bert import (BertShape, embed_tokens, pack_params, packed_hidden, pool_segments, run_layers,
                                       segment_attention)
 from riskrank_jax.encode.bert_weights import bert_fields, direct_params, flax_params, read_bert_config
@@ -60,7 +61,6 @@ from riskrank_jax.errors import RiskRankError
 from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise
 
-PROGRESS_MIN_TEXTS = 500
 
 
 class Encoder:
@@ -237,40 +237,19 @@ class Encoder:
         of 9 to 16 tokens) instead of a full batch of T tokens; each such shape compiles once. The vectors
         equal the default path's up to float rounding, not bit for bit, so the embedding cache and the sweep
         never use it.
-        progress: None shows a tqdm bar when more than 500 texts are encoded; True/False force it. A bar is
+        progress: None shows a tqdm bar from batching.PROGRESS_MIN_TEXTS (500) texts on; True/False force it. A bar is
         drawn only when stderr is a terminal.
         """
         ids = self.tokenize(texts)
-        n = len(ids)
-        out = np.empty((n, self.dim), np.float32)
-        if n == 0:
-            return out
-        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
-        show = (n > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
-        bar = progress_bar(enabled=show, total=n, unit="text", desc="encoding", leave=False)
-        pending: list[tuple[list[np.ndarray], Any]] = []
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
 
-        def drain(keep: int) -> None:
-            while len(pending) > keep:
-                rows, res = pending.pop(0)
-                res = np.asarray(res)
-                for r, row in enumerate(rows):
-                    out[row] = res[r, : len(row)]
-                bar.update(sum(len(row) for row in rows))
+        def run(rows, length, n_rows):
+            arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
+            return self._executable(n_rows, length)(
+                self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays))
 
-        try:
-            for rows, length, n_rows in self.batches(lengths, batch_size, compact=compact):
-                arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
-                res = self._executable(n_rows, length)(
-                    self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays)
-                )
-                pending.append((rows, res))
-                drain(keep=1)  # keep one batch in flight while the host prepares the next
-            drain(keep=0)
-        finally:
-            bar.close()
-        return out
-
+        return run_batches(len(ids), self.dim, self.batches(lengths, batch_size, compact=compact), run,
+                           show=progress_shown(len(ids), progress))
 
     def lower_states(self, texts: Sequence[str], layers: int, *, batch_size: int = 64, progress: bool | None = None
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -291,8 +270,8 @@ class Encoder:
         if run is None:
             run = self._lower_jitted[int(layers)] = jax.jit(lambda p, i, pos, seg: run_layers(
                 p["layers"], embed_tokens(p, i, pos, shape), segment_attention(seg), shape))
-        show = (len(ids) > PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
-        bar = progress_bar(enabled=show, total=len(ids), unit="text", desc="lower layers", leave=False)
+        bar = progress_bar(enabled=progress_shown(len(ids), progress), total=len(ids), unit="text",
+                           desc="lower layers", leave=False)
         try:
             for rows, length, n_rows in self.batches(lengths, batch_size) if len(ids) else []:
                 arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)

@@ -58,15 +58,15 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from riskrank_jax.encode import hf
-from riskrank_jax.encode.batching import RowPlan, batch_arrays, data_mesh, row_lengths_for
+from riskrank_jax.encode.batching import (RowPlan, batch_arrays, data_mesh, progress_shown, row_lengths_for,
+                                          run_batches)
 from riskrank_jax.encode.bert import BertShape, packed_hidden, pool_segments
-from riskrank_jax.encode.encoder import PROGRESS_MIN_TEXTS, model_identity
+from riskrank_jax.encode.encoder import model_identity
 from riskrank_jax.encode.load_state import LOAD_STATE_DIR, file_stamps
 from riskrank_jax.encode.sentence_config import read_sentence_config, resolve_max_seq_length
 from riskrank_jax.encode.tokenizer import check_texts, tokenizer_sha256
 from riskrank_jax.errors import RiskRankError
 from riskrank_jax.paths import resolve_cache_dir
-from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise
 
 MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
@@ -396,38 +396,19 @@ class MPNetEncoder:
         """float32 [n, 768] L2-normalised embeddings in the order of ``texts`` ([0, 768] for none).
 
         batch_size: sets the tokens per batch (``batching.RowPlan.tokens_per_batch``); a text's vector does not
-        depend on the other texts (up to float rounding). progress: None shows a bar from PROGRESS_MIN_TEXTS
+        depend on the other texts (up to float rounding). progress: None shows a bar from batching.PROGRESS_MIN_TEXTS
         texts on; True/False force it. compact: accepted and ignored (``supports_compact`` is False)."""
         del compact
         ids = self.tokenize(texts)
-        n = len(ids)
-        out = np.empty((n, self.dim), np.float32)
-        if n == 0:
-            return out
-        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
-        show = (n >= PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
-        bar = progress_bar(enabled=show, total=n, unit="text", desc="encoding", leave=False)
-        pending: list[tuple[list[np.ndarray], Any]] = []
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
 
-        def drain(keep: int) -> None:
-            while len(pending) > keep:
-                rows, res = pending.pop(0)
-                res = np.asarray(res)
-                for r, row in enumerate(rows):
-                    out[row] = res[r, : len(row)]
-                bar.update(sum(len(row) for row in rows))
+        def run(rows, length, n_rows):
+            arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
+            return self._executable(n_rows, length)(
+                self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays))
 
-        try:
-            for rows, length, n_rows in self.row_plan.batches(lengths, batch_size):
-                arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
-                res = self._executable(n_rows, length)(
-                    self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays))
-                pending.append((rows, res))
-                drain(keep=1)  # one batch in flight while the host prepares the next
-            drain(keep=0)
-        finally:
-            bar.close()
-        return out
+        return run_batches(len(ids), self.dim, self.row_plan.batches(lengths, batch_size), run,
+                           show=progress_shown(len(ids), progress))
 
 
 def load(cache_dir: str | os.PathLike | None = None, *, precision: str = "highest") -> MPNetEncoder:

@@ -44,12 +44,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from riskrank_jax.encode.batching import ROW_LENGTH, RowPlan, batch_arrays, data_mesh
-from riskrank_jax.encode.encoder import PROGRESS_MIN_TEXTS
+from riskrank_jax.encode.batching import ROW_LENGTH, RowPlan, batch_arrays, data_mesh, progress_shown, run_batches
 from riskrank_jax.encode.load_state import LoadState
 from riskrank_jax.encode.tokenizer import check_texts
 from riskrank_jax.errors import RiskRankError
-from riskrank_jax.runtime.progress import progress_bar
 from riskrank_jax.scoring import l2_normalise
 
 MODEL_NAME = "universal-sentence-encoder-multilingual-3"
@@ -256,39 +254,20 @@ class USEEncoder:
 
         batch_size: sets the tokens per batch (16 · batch_size; ``RowPlan.tokens_per_batch``). A text's vector does
         not depend on the other texts or their order, up to float rounding (see the module doc).
-        progress: None shows a bar from PROGRESS_MIN_TEXTS texts on; True/False force it (drawn only when stderr
-        is a terminal). compact: accepted for the encoders' common signature; this encoder has one path
+        progress: None shows a bar from batching.PROGRESS_MIN_TEXTS texts on; True/False force it (drawn only when
+        stderr is a terminal). compact: accepted for the encoders' common signature; this encoder has one path
         (``supports_compact`` is False)."""
         del compact
         ids = self.tokenize(texts)
-        n = len(ids)
-        out = np.empty((n, self.dim), np.float32)
-        if n == 0:
-            return out
-        lengths = np.fromiter((len(x) for x in ids), np.int64, n)
-        show = (n >= PROGRESS_MIN_TEXTS) if progress is None else bool(progress)
-        bar = progress_bar(enabled=show, total=n, unit="text", desc="encoding", leave=False)
-        pending: list[tuple[list[np.ndarray], Any]] = []
+        lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
 
-        def drain(keep: int) -> None:
-            while len(pending) > keep:
-                rows, res = pending.pop(0)
-                res = np.asarray(res)
-                for r, row in enumerate(rows):
-                    out[row] = res[r, : len(row)]
-                bar.update(sum(len(row) for row in rows))
+        def run(rows, length, n_rows):
+            input_ids, _, segments = batch_arrays(ids, rows, n_rows, length, 0)
+            return self._executable(n_rows, length)(
+                self._params, *(jax.device_put(a, self._batch_sharding) for a in (input_ids, segments)))
 
-        try:
-            for rows, length, n_rows in self.batches(lengths, batch_size):
-                input_ids, _, segments = batch_arrays(ids, rows, n_rows, length, 0)
-                res = self._executable(n_rows, length)(
-                    self._params, *(jax.device_put(a, self._batch_sharding) for a in (input_ids, segments)))
-                pending.append((rows, res))
-                drain(keep=1)  # one batch in flight while the host prepares the next
-            drain(keep=0)
-        finally:
-            bar.close()
-        return out
+        return run_batches(len(ids), self.dim, self.batches(lengths, batch_size), run,
+                           show=progress_shown(len(ids), progress))
 
 
 def load(cache_dir: str | os.PathLike | None = None, *, precision: str = "highest") -> USEEncoder:
