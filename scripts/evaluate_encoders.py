@@ -3,8 +3,8 @@
 For each encoder name (``encode.families``: minilm, mpnet, use, e5 and fusions such as minilm+use):
 
 * LiveMCPBench (70 real MCP servers' tools, 94 tasks): the rank default (``Ranker.from_registry``,
-  ``DEFAULT_REGISTRY_CONFIG``, as ``experiments.livemcp`` and `riskrank-jax rank` build it) with the name stage
-  off and on, and dense cosine alone (the view the encoders were first compared on);
+  ``DEFAULT_REGISTRY_CONFIG``, as ``experiments.livemcp`` and `riskrank-jax rank` build it), the same without the
+  name stage, and dense cosine alone (the view the encoders were first compared on);
 * the held-out sibling set (experiments/siblings: 200 requests over 169 tools of 8 servers, never used for a
   choice): the rank default, top-1 and NDCG@5 (``scripts/evaluate_siblings.py``'s evaluation);
 * with ``--benchmarks``, Seal-Tools test_out and UltraTool test (``Ranker.from_benchmark``, the same config);
@@ -41,8 +41,8 @@ from riskrank_jax.paths import resolve_data_dir  # noqa: E402
 from riskrank_jax.rank.ranker import DEFAULT_REGISTRY_CONFIG, Ranker  # noqa: E402
 
 DENSE = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, first_stage="dense", lam=0.0, alpha=0.0, server_context=False,
-                            intent=False)
-NAMES_ON = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, name_evidence=True)
+                            intent=False, name_evidence=False)
+NAMES_OFF = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, name_evidence=False)
 
 
 def speed(encoder, texts) -> float:
@@ -61,7 +61,7 @@ def livemcp_rows(encoder, cache, data_dir) -> tuple[dict, list[str]]:
     q_emb = ranker.encode_queries(texts)
     servers = np.asarray(ranker.tool_server)
     rows = {label: name_evidence_eval.evaluate(ranker, cfg, q_emb, texts, bench.queries.gold, servers)
-            for label, cfg in (("default", DEFAULT_REGISTRY_CONFIG), ("names on", NAMES_ON), ("dense", DENSE))}
+            for label, cfg in (("default", DEFAULT_REGISTRY_CONFIG), ("names off", NAMES_OFF), ("dense", DENSE))}
     return rows, list(ranker.tool_texts)
 
 
@@ -84,12 +84,12 @@ def benchmark_rows(encoder, cache, data_dir) -> dict:
 
 
 def table(results: dict) -> str:
-    lines = ["| encoder | dim | texts/s | LiveMCPBench NDCG@5 (default / names on / dense) | complete@10 (default) "
+    lines = ["| encoder | dim | texts/s | LiveMCPBench NDCG@5 (default / names off / dense) | complete@10 (default) "
              "| siblings top-1 | siblings NDCG@5 |", "|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         lm = r["livemcpbench"]
         lines.append(f"| {name} | {r['dim']} | {r['texts_per_s']:.0f} | {lm['default']['ndcg@5']:.3f} / "
-                     f"{lm['names on']['ndcg@5']:.3f} / {lm['dense']['ndcg@5']:.3f} | "
+                     f"{lm['names off']['ndcg@5']:.3f} / {lm['dense']['ndcg@5']:.3f} | "
                      f"{lm['default']['complete@10']:.3f} | {r['siblings']['top1']:.3f} | "
                      f"{r['siblings']['ndcg@5']:.3f} |")
     return "\n".join(lines)

@@ -1,12 +1,14 @@
-"""The name-evidence stage (``RankConfig.name_evidence``, ``retrieve.names``) off and on, zero-shot: LiveMCPBench,
-Seal-Tools test_out and UltraTool test, with name_weight chosen on training queries only.
+"""The name stage (``RankConfig.name_evidence``: ``rank.stages.name_stage``, ``retrieve.names.sibling_order``) off
+and on, zero-shot: LiveMCPBench, Seal-Tools test_out and UltraTool test, with name_weight chosen on training
+queries only.
 
 Rankers (each as the repo's other evaluations build it):
 
-* LiveMCPBench: ``Ranker.from_registry`` over the 70 servers (as ``experiments.livemcp.prepare``), the rank
-  default's config (results.json "rank_default": ``DEFAULT_REGISTRY_CONFIG``, NDCG@5 .422 committed), 94 tasks;
-* Seal-Tools test_out / UltraTool test: ``Ranker.from_benchmark`` with ``DEFAULT_REGISTRY_CONFIG`` (the "default"
-  row of scripts/request_stages_elsewhere.py; these benchmarks have no servers, so server context is inert).
+* LiveMCPBench: ``Ranker.from_registry`` over the 70 servers (as ``experiments.livemcp.prepare``),
+  ``DEFAULT_REGISTRY_CONFIG`` with the name stage off ("off": the committed row ``ranker_server_intent``) and on
+  ("on": ``ranker_server_intent_names``, the rank default), 94 tasks;
+* Seal-Tools test_out / UltraTool test: ``Ranker.from_benchmark`` with the same two configs (these benchmarks have
+  no servers, so server context is inert).
 
 Metrics: NDCG@5, Recall@10, complete@10 (every needed tool in the top 10), top-1 (the first tool is needed), and
 the share of top-1 misses whose first tool is a *sibling* of a needed tool: same server (where servers are known)
@@ -97,7 +99,7 @@ def choose_weight(encoder, cache, data_dir) -> dict:
 
 
 def test_rows(weight: float, encoder, cache, data_dir) -> dict:
-    off = DEFAULT_REGISTRY_CONFIG
+    off = dataclasses.replace(DEFAULT_REGISTRY_CONFIG, name_evidence=False)
     on = dataclasses.replace(off, name_evidence=True, name_weight=weight)
     out = {}
     root = resolve_data_dir(data_dir)

@@ -333,7 +333,9 @@ def _expected_rank_default():
     if not DEFAULT_REGISTRY_CONFIG.intent:
         return "ranker_server"
     same = all(getattr(DEFAULT_REGISTRY_CONFIG, k) == v for k, v in livemcp.INTENT.items())
-    return "ranker_server_intent" if same else None
+    if not same:
+        return None
+    return "ranker_server_intent_names" if DEFAULT_REGISTRY_CONFIG.name_evidence else "ranker_server_intent"
 
 
 def test_every_row_but_the_intent_rows_runs_without_intent():

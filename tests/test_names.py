@@ -94,16 +94,25 @@ def test_evidence_separates_real_siblings():
     assert e["getBasketballScore"] > e["getFootballScore"]
 
 
-def test_close_evidence_touches_only_the_window():
-    scores = np.asarray([[1.0, 0.9, 0.2, 0.1]], np.float32)
-    evidence = np.asarray([[-1.0, 1.0, 3.0, 3.0]], np.float32)
-    out = np.asarray(names.close_evidence(scores, evidence, 0.5, 2))
-    spread = 0.1
-    np.testing.assert_allclose(out, [[1.0 - 0.5 * spread, 0.9 + 0.5 * spread, 0.2, 0.1]], rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(names.close_evidence(scores, evidence, 0.0, 2)), scores)
-    # a strong demotion stops at the window's edge: the window keeps its tools
-    out = np.asarray(names.close_evidence(scores, np.asarray([[-3.0, 0.0, 3.0, 3.0]], np.float32), 1.0, 2))
-    np.testing.assert_allclose(out, [[0.9, 0.9, 0.2, 0.1]], rtol=1e-6)
+def test_sibling_order_moves_siblings_only_within_the_window():
+    table = names.name_table(["list_bases", "list_sources", "git_log", "get_file_info", "list_tables"])
+    # scores: list_sources 1.0, git_log 0.9, list_bases 0.8, get_file_info 0.7 (window 4), list_tables 0.1
+    scores = np.asarray([[0.8, 1.0, 0.9, 0.7, 0.1]], np.float32)
+    evidence = np.asarray([[2.0, 0.0, 0.0, 1.0, 2.0]], np.float32)
+    out = names.sibling_order(scores, evidence, table.objects, 4, weight=1.0)
+    np.testing.assert_array_equal(out, scores)  # verbs are not object words: no two of the window are siblings
+    table = names.name_table(["list_airtable_bases", "list_airtable_sources", "git_log", "get_file_info",
+                              "airtable_base_schema"])
+    out = names.sibling_order(scores, evidence, table.objects, 4, weight=1.0)
+    # the airtable siblings trade their scores (spread 0.3: 0.8 + 0.6 beats 1.0); git_log and get_file_info keep
+    # theirs; airtable_base_schema, a sibling outside the window, is not lifted
+    np.testing.assert_array_equal(out, np.asarray([[1.0, 0.8, 0.9, 0.7, 0.1]], np.float32))
+    np.testing.assert_array_equal(names.sibling_order(scores, evidence, table.objects, 4, weight=0.0), scores)
+    # with candidates, a column's tool comes from cand
+    cand = np.asarray([[1, 0, 2, 3]])
+    out = names.sibling_order(np.asarray([[0.8, 1.0, 0.9, 0.7]], np.float32), np.asarray([[2.0, 0.0, 0.0, 0.0]]),
+                              table.objects, 4, cand, weight=1.0)
+    np.testing.assert_array_equal(out, np.asarray([[1.0, 0.8, 0.9, 0.7]], np.float32))
 
 
 # ---------------------------------------------------------------------------------------------- the stage
@@ -126,8 +135,10 @@ def test_the_stage_reorders_siblings_and_leaves_a_far_tool():
     on = ranker.with_config(RankConfig(lam=0.0, first_stage="dense", k=4, name_evidence=True, name_weight=1.0,
                                        name_window=2))
     assert on.rank(q, q_texts=text).tolist() == [[1, 0, 2, 3]]  # the sibling swaps; the far namesake stays last
-    first = on.first_stage_scores(q, text)[0]
-    np.testing.assert_array_equal(first[2:], np.asarray([0.5, 0.3], np.float32))  # outside the window: unchanged
+    parts = on.scores(q, text)
+    np.testing.assert_allclose(np.asarray(parts.total)[0], [0.9, 0.95, 0.5, 0.3], rtol=1e-6)  # scores traded
+    np.testing.assert_allclose(np.asarray(parts.names)[0], [-0.05, 0.05, 0.0, 0.0], atol=1e-6)
+    np.testing.assert_array_equal(on.first_stage_scores(q, text), ranker.first_stage_scores(q, text))  # after it
     assert on.prepared.names is not None and ranker.prepared.names is None
     assert on.prepared.device is ranker.prepared.device  # the with_config copy reuses what it can
     with pytest.raises(RankerError):

@@ -60,7 +60,8 @@ def test_rank_json_with_explain(invoke):
     ex = commits["explain"]
     assert [t["name"] for t in ex["tools"]] == [h["name"] for h in commits["hits"]]
     for t in ex["tools"]:  # the stages add up: final = first stage − λ·risk + graph (zero-shot)
-        assert t["score"] == pytest.approx(t["first_stage_score"] + t["risk_penalty"] + t["graph"], abs=1e-4)
+        assert t["score"] == pytest.approx(t["first_stage_score"] + t["risk_penalty"] + t["graph"] + t["names"],
+                                           abs=1e-4)
     assert any(h["name"] == "git_push" and h["risk_level"] >= 3 for h in ex["held_back"]), ex["held_back"]
 
 

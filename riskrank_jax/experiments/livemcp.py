@@ -25,10 +25,11 @@ Rows (``ROWS``, zero-shot: no row but ``ranker_server_steps_cv`` uses the benchm
   with their server's name and description (``with_server_text``);
 * ``ranker_server_steps_cv`` — both stages with their weights chosen per fold over the tasks on the other folds
   (``cv_row``): the one row that learns from the tasks, the check on the hand-set weights;
-* ``ranker_server_intent_names`` — the rank default with the name stage (``RankConfig.name_evidence``,
-  ``retrieve.names``: the tool names' verbs, directions and object words against the request's, among its top 10);
-* opt-in (``mcp.encoders``, ``mcp.adapt``; ``opt_in_rows``): ``enc_<name>`` / ``enc_<name>_names`` — the rank
-  default (and with the name stage) with another encoder (``encode.families``: mpnet, use, e5, fusions such as
+* ``ranker_server_intent_names`` — ``ranker_server_intent`` with the name stage (``RankConfig.name_evidence``,
+  ``retrieve.names``: the tool names' verbs, directions and object words against the request's reorder its final
+  top 10), the rank default; every other Ranker row runs without the name stage;
+* opt-in (``mcp.encoders``, ``mcp.adapt``; ``opt_in_rows``): ``enc_<name>`` / ``enc_<name>_names`` —
+  ``ranker_server_intent`` and the rank default (with the name stage) with another encoder (``encode.families``: mpnet, use, e5, fusions such as
   minilm+use; "+" written "_"), and ``ranker_server_intent_adapted`` — with relevance adapted to the registry
   (``model.registry_adapt``); each row's encoder id or adaptation report is in results.json "opt_in".
 
@@ -102,8 +103,8 @@ ROWS = {
     "ranker_server": ("+ server context", {"server_context": True}),
     "ranker_server_lam0": ("+ server context, λ = 0", {"server_context": True, "lam": 0.0}),
     "ranker_server_intent": ("+ server context + intent", {"server_context": True, **INTENT}),
-    "ranker_server_intent_names": ("+ server context + intent + name evidence (verbs, directions and object words "
-                                   "of the tool names, among the top 10)",
+    "ranker_server_intent_names": ("+ server context + intent + names (the final top 10 reordered by the tool "
+                                   "names' verbs, directions and object words)",
                                    {"server_context": True, **INTENT, "name_evidence": True}),
     "ranker_steps": ("+ multi-step", {"multi_step": True}),
     "ranker_steps_lam0": ("+ multi-step, λ = 0", {"multi_step": True, "lam": 0.0}),
@@ -147,14 +148,13 @@ TRANSFER_ROWS = {
 # opt-in rows (``McpConfig.encoders`` / ``adapt``): the rank default's row with another encoder, with and without
 # the name stage, and with the registry adapted (``model.registry_adapt``); "{name}" is the encoder's name
 ENCODER_ROWS = {
-    "enc_{name}": ("the rank default (ranker_server_intent) with the encoder {name}", {"server_context": True,
-                                                                                        **INTENT}),
-    "enc_{name}_names": ("the rank default with the encoder {name} and the name stage",
+    "enc_{name}": ("ranker_server_intent with the encoder {name}", {"server_context": True, **INTENT}),
+    "enc_{name}_names": ("the rank default (ranker_server_intent_names) with the encoder {name}",
                          {"server_context": True, **INTENT, "name_evidence": True}),
 }
 ADAPTED_ROW = ("ranker_server_intent_adapted", "the rank default with relevance adapted to the registry (its "
                "encoder's top layers tuned on pairs of the tools' own texts; used only if they beat the frozen "
-               "encoder on held-out pairs)", {"server_context": True, **INTENT})
+               "encoder on held-out pairs)", {"server_context": True, **INTENT, "name_evidence": True})
 # rows that take a model trained on another benchmark and are not run here, and why
 NOT_RUN = {
     "sealtools_heads": "not run: the Seal-Tools-trained dual heads and correction reranker score the benchmark's own "
@@ -226,8 +226,9 @@ def baseline_rows(cfg, bench, texts, emb, k: int, timed) -> None:
 
 def row_config(cfg, change: dict):
     """The RankConfig of a Ranker row: ``DEFAULT_REGISTRY_CONFIG`` without request stages (server context,
-    multi-step, intent), the sweep's stage weights (``cfg.mcp``), then the row's ``change``."""
-    base = {"server_context": False, "multi_step": False, "intent": False, "server_weight": cfg.mcp.server_weight,
+    multi-step, intent) and the name stage, the sweep's stage weights (``cfg.mcp``), then the row's ``change``."""
+    base = {"server_context": False, "multi_step": False, "intent": False, "name_evidence": False,
+            "server_weight": cfg.mcp.server_weight,
             "sibling_weight": cfg.mcp.sibling_weight, "step_weight": cfg.mcp.step_weight}
     return dataclasses.replace(DEFAULT_REGISTRY_CONFIG, **{**base, **change})
 

@@ -164,12 +164,14 @@ def explain_query(ranker, query: str, k: int | None = None) -> dict:
         row = {"rank": j + 1, "name": ranker.tool_names[t], "first_stage_rank": int(first_pos[t]),
                "first_stage_score": float(first[t]), "head_relevance": float(parts.relevance[t]) if head else None,
                "risk_penalty": -float(parts.risk_penalty[t]), "graph": float(parts.graph[t]),
+               "names": float(parts.names[t]),
                "score": float(parts.total[t]), "rank_before_rule_filter": int(before_rule[t]),
                "risk_level": int(ranker.risk_levels[t]), "risk_source": ranker.risk_source[t]}
         tools.append(row)
     return {"query": query, "k": k,
             "config": {"lambda": c.lam, "alpha": c.alpha, "first_stage": c.first_stage, "head": head,
-                       "rule_filter": c.rule_filter, **_request_stages(ranker, query), "intent": c.intent,
+                       "rule_filter": c.rule_filter, **_request_stages(ranker, query), "names": c.name_evidence,
+                       "intent": c.intent,
                        "intent_hold_back": c.intent_hold_back},
             "request": request_view(needs), "tools": tools,
             "held_back": _held_back(ranker, q_emb, query, k, ids.tolist(), parts, final_pos, before_rule, needs,
@@ -196,12 +198,14 @@ def to_text(report: dict) -> str:
                 + (f"steps {' | '.join(c['steps'])}" if c.get("steps") else "")]
                if c.get("server_context") or c.get("steps") else []),
              f"  {'#':>2}  {'tool':<24} {'first stage':>15} " + (f"{'head':>7} " if c["head"] else "")
-             + f"{'−λ·risk':>8} {'graph':>7} {'final':>7}  {'rule':>7}  risk"]
+             + f"{'−λ·risk':>8} {'graph':>7} " + (f"{'names':>7} " if c.get("names") else "")
+             + f"{'final':>7}  {'rule':>7}  risk"]
     for r in report["tools"]:
         rule = "-" if not c["rule_filter"] else f"#{r['rank_before_rule_filter']}→#{r['rank']}"
         lines.append(f"  {r['rank']:>2}  {r['name']:<24} {'#' + str(r['first_stage_rank']):>5} {r['first_stage_score']:>9.3f} "
                      + (f"{r['head_relevance']:>7.3f} " if c["head"] else "")
-                     + f"{r['risk_penalty']:>+8.3f} {r['graph']:>+7.3f} {r['score']:>7.3f}  {rule:>7}  "
+                     + f"{r['risk_penalty']:>+8.3f} {r['graph']:>+7.3f} "
+                     + (f"{r['names']:>+7.3f} " if c.get("names") else "") + f"{r['score']:>7.3f}  {rule:>7}  "
                      f"{r['risk_level']} ({r['risk_source']})")
     held, request = report["held_back"], report.get("request")
     if request:

@@ -83,12 +83,15 @@ class RankConfig:
     paths), scores each and adds step_weight × the best step's z-score to the whole request's (at most
     max_steps steps); server_context adds server_weight × the z-score of the tool's server (its name and
     description against the request) and sibling_weight × that of the server's best tool
-    (``retrieve.servers.server_context``; needs a ranker that knows each tool's server); name_evidence (after the
-    server context) adds name_weight × the spread of the request's top name_window scores × the evidence of the
-    tool names (``retrieve.names``: verb, direction A_to_B, object words against the request's) to those top
-    name_window tools only, none pushed below the window's edge, so it reorders near-identical siblings, never
-    lifts a far tool and keeps the top name_window set. They keep the
-    scale of the scores they start from, so λ keeps its meaning.
+    (``retrieve.servers.server_context``; needs a ranker that knows each tool's server). They keep the scale of
+    the scores they start from, so λ keeps its meaning.
+
+    Names (``stages.name_stage``, after the graph, before the hold-back): with name_evidence, among the request's
+    top name_window tools each group of siblings (tools whose names share an object word) is reordered by its
+    scores + name_weight × their spread × the evidence of the names (``retrieve.names``: verb, direction A_to_B,
+    object words against the request's) and keeps its own scores: siblings are told apart, a tool without a
+    sibling there keeps its place, and the top name_window set is unchanged (Recall and complete@name_window are
+    those without it). Off in ``RankConfig()``, on in ``DEFAULT_REGISTRY_CONFIG``.
 
     Intent (``retrieve.intent``): with intent, each tool's penalty λ·f_risk is multiplied by 1 + intent_strength ×
     how far its effects (a write, a deletion, sending, a secret, code, money) go beyond what the request asks for,
@@ -116,9 +119,9 @@ class RankConfig:
     server_context: bool = False
     server_weight: float = 0.5
     sibling_weight: float = 0.5
-    # off by default; name_weight chosen on Seal-Tools' and UltraTool's training queries (docs/siblings.md)
+    # name_weight chosen on Seal-Tools' and UltraTool's training queries (docs/siblings.md)
     name_evidence: bool = False
-    name_weight: float = 0.75
+    name_weight: float = 0.5
     name_window: int = 10
     intent: bool = False
     # the intent weights: chosen on real servers' tools by folds over servers (docs/intent.md), also the sweep's
@@ -155,9 +158,10 @@ class RankConfig:
 # LiveMCPBench's real servers by about 0.03 and leaves a registry of one source unchanged; the multi-step stage
 # is off (docs/livemcpbench.md: no NDCG@5 gain there, slightly lower on UltraTool). The intent stage is on, with
 # RankConfig's intent weights: chosen on LiveMCPBench's real servers by folds over servers
-# (experiments.livemcp_defaults.choose_intent; docs/intent.md).
+# (experiments.livemcp_defaults.choose_intent; docs/intent.md). The name stage: on, as a reorder within the top
+# name_window that keeps that set, at the weight chosen on training queries (docs/siblings.md).
 DEFAULT_REGISTRY_CONFIG = RankConfig(lam=0.5, alpha=0.2, k=5, first_stage="hybrid", rule_filter=False,
-                                     server_context=True, intent=True)
+                                     server_context=True, intent=True, name_evidence=True)
 
 
 def check_queries(queries) -> None:

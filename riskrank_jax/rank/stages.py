@@ -8,14 +8,15 @@
 The stages, in the order a request meets them (each a function of this module):
 
     first stage      cosine | BM25 | hybrid fusion of the request          ``first_stage_scores``   [Q, N]
-    request stages   server context, name evidence, multi-step (the        ``request_stages``       [Q, N]
-                     request's steps)
+    request stages   server context, multi-step (the request's steps)      ``request_stages``       [Q, N]
     intent           what the request asks for, the exposure weight        ``intent_stage``         [Q, N] x 2
                      and the tools held back
     risk             relevance (the head's f_rel, else the first stage)    ``risk_stage``           [Q, N] x 3
                      and relevance − λ·risk (· the intent weight)
     candidates       the first stage's top n_candidates (when set)          ``candidate_stage``      [Q, C]
     graph            ToolGraph smoothing, full pool or candidates           ``graph_stage``          [Q, N] | [Q, C]
+    names            the top name_window reordered by the tool names'       ``name_stage``           [Q, N] | [Q, C]
+                     evidence (siblings told apart; the set kept)
     hold             held-back tools below every other (intent policy)      ``hold_stage``           [Q, N] | [Q, C]
     filter, top k    descending order, the rule filter, the first k         ``top_k`` / ``candidate_top_k``
 
@@ -57,11 +58,13 @@ MIN_BUCKET = 1  # single requests (rank_queries, the CLI) must not pay for 8 pad
 
 class ScoreParts(NamedTuple):
     """Components of the scores, each float32 [Q, N] (or [Q, k] gathered at the returned tools): relevance,
-    risk_penalty = λ·risk, graph = total − penalised, total (= relevance − risk_penalty + graph up to rounding)."""
+    risk_penalty = λ·risk, graph = smoothed − penalised, names = the name stage's move (0 when off), total
+    (= relevance − risk_penalty + graph + names up to rounding)."""
 
     relevance: jax.Array
     risk_penalty: jax.Array
     graph: jax.Array
+    names: jax.Array
     total: jax.Array
 
 
@@ -224,30 +227,13 @@ def server_context_stage(p: Prepared, config, q, scores):
                                   config.server_weight, config.sibling_weight)
 
 
-def name_stage(p: Prepared, config, q_texts, scores):
-    """``scores`` [Q, N] with the name evidence of the requests ``q_texts`` (``retrieve.names.name_evidence``: the
-    tools' verbs, directions and object words against the request's) added among each request's top
-    ``config.name_window`` tools, times name_weight and the spread of those scores (``retrieve.names.
-    close_evidence``): it reorders those neighbours among themselves, never lifts a tool from outside them and
-    never drops one out. Off (``scores`` unchanged, not recomputed) unless ``config.name_evidence``. Reading names
-    is text work on the host; the addition is jitted."""
-    if not config.name_evidence:
-        return scores
-    if q_texts is None or len(q_texts) != scores.shape[0]:
-        raise RankerError("name_evidence needs the query texts, one per query embedding")
-    if p.names is None:
-        raise RankerError("name_evidence needs the name table: change a ranker's config with with_config")
-    window = min(config.name_window, int(scores.shape[1]))
-    return names.close_evidence(scores, names.name_evidence(p.names, q_texts), config.name_weight, window)
-
-
 def _scored(p: Prepared, config, q, q_texts):
-    return name_stage(p, config, q_texts, server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts)))
+    return server_context_stage(p, config, q, first_stage_scores(p, config, q, q_texts))
 
 
 def request_stages(p: Prepared, config, q, q_texts, encoder):
-    """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, name
-    evidence (``name_stage``), and with multi_step the request's paths as words, its steps
+    """The first stage's scores [Q, N] of q [Q, d] after the request stages of ``config``: server context, and with
+    multi_step the request's paths as words, its steps
     (``retrieve.steps.pack_steps``) embedded by ``encoder`` and scored the same way (each with those stages), the
     best step's z-score added (``retrieve.steps.fuse_steps``). Splitting a request is text work on the host, so
     this stage is not jitted; what follows is."""
@@ -396,6 +382,42 @@ def candidate_stage(p: Prepared, config, q, first, weight=None):
     return rel, risk_penalty, pen, cs, cand
 
 
+# ---------------------------------------------------------------------------------------------- names
+
+
+def name_evidence_rows(p: Prepared, config, q_texts, n_rows: int):
+    """float32 [B, N] (host): the name evidence of the requests ``q_texts`` (``retrieve.names.name_evidence``: the
+    tools' verbs, directions A_to_B and object words against the request's), rows beyond them 0 (B = n_rows, the
+    query bucket); None unless ``config.name_evidence``. Reading names is text work on the host, done once per
+    walk."""
+    if not config.name_evidence:
+        return None
+    if q_texts is None or len(q_texts) > n_rows:
+        raise RankerError("name_evidence needs the query texts, one per query embedding")
+    if p.names is None:
+        raise RankerError("name_evidence needs the name table: change a ranker's config with with_config")
+    ev = names.name_evidence(p.names, list(q_texts))
+    return np.pad(ev, ((0, n_rows - ev.shape[0]), (0, 0)))
+
+
+def name_stage(p: Prepared, config, scores, evidence, cand=None):
+    """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) with each sibling group of every request's top
+    ``config.name_window`` (tools that share an object word) put in the order of its scores plus name_weight ×
+    spread × the name ``evidence`` [B, N] (``name_evidence_rows``), on the group's own scores
+    (``retrieve.names.sibling_order``): siblings are told apart;
+    a tool without a sibling there keeps its place, and the window keeps its set (Recall and complete@window are
+    the graph's). After the graph, so no neighbour inherits a place; before the hold, so a held-back tool stays
+    last. ``scores`` unchanged when evidence is None (the stage is off). Host work on the window only."""
+    if evidence is None:
+        return scores
+    if cand is not None:
+        cand = np.asarray(cand)
+        evidence = np.take_along_axis(evidence, cand, axis=-1)
+    window = min(config.name_window, int(scores.shape[1]))
+    return jnp.asarray(names.sibling_order(np.asarray(scores), evidence, p.names.objects, window, cand,
+                                           weight=config.name_weight))
+
+
 # ---------------------------------------------------------------------------------------------- filter, top k
 
 
@@ -414,9 +436,10 @@ def top_k(device, total, config, k: int):
 
 
 @functools.partial(jax.jit, static_argnames=("config", "k"))
-def top_k_with_parts(device, rel, risk_penalty, pen, total, config, k: int):
-    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from the full-pool stages' [Q, N] scores."""
-    parts = ScoreParts(rel, risk_penalty, total - pen, total)
+def top_k_with_parts(device, rel, risk_penalty, pen, smoothed, named, total, config, k: int):
+    """(ids int32 [Q, k], ScoreParts gathered at ids, each [Q, k]) from the full-pool stages' [Q, N] scores:
+    penalised, smoothed (the graph's), named (the name stage's) and total (after the hold)."""
+    parts = ScoreParts(rel, risk_penalty, smoothed - pen, named - smoothed, total)
     if config.rule_filter:
         ids = _rule(rank_order(parts.total), device, config)[:, :k]
     else:  # the first k of rank_order, without sorting all N
@@ -448,15 +471,20 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     back carries ``HOLD_OFFSET`` in its risk penalty."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
+    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
-        total = graph_stage(p, config, pen)
-        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), total - pen, hold_stage(config, total, it))
+        smoothed = graph_stage(p, config, pen)
+        named = name_stage(p, config, smoothed, ev)
+        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), smoothed - pen, named - smoothed,
+                           hold_stage(config, named, it))
     else:
         rel, risk_penalty, pen, cs, cand = candidate_stage(p, config, q, first, _weight(it))
-        total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, hold_stage(config, cs, it, cand))
+        named = name_stage(p, config, cs, ev, cand)
+        total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, hold_stage(config, named, it, cand))
         graph = _scattered(jnp.zeros_like(pen), cand, cs - stacked.gather_candidates(pen, cand))
-        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), graph, total)
+        parts = ScoreParts(rel, risk_penalty + hold_offset(config, it), graph,
+                           _scattered(jnp.zeros_like(pen), cand, named - cs), total)
     return ScoreParts(*(x[:n_q] for x in parts))
 
 
@@ -464,25 +492,30 @@ def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
+    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
     if config.n_candidates is None:
         _, _, pen = risk_stage(p.device, q, first, config, _weight(it))
-        ids = top_k(p.device, hold_stage(config, graph_stage(p, config, pen), it), config, k)
+        ids = top_k(p.device, hold_stage(config, name_stage(p, config, graph_stage(p, config, pen), ev), it), config, k)
     else:
         _, _, _, cs, cand = candidate_stage(p, config, q, first, _weight(it))
-        ids = candidate_top_k(p.device, hold_stage(config, cs, it, cand), cand, first, config, k)
+        ids = candidate_top_k(p.device, hold_stage(config, name_stage(p, config, cs, ev, cand), it, cand), cand, first,
+                              config, k)
     return np.asarray(ids[:n_q])
 
 
-def _top_with_scores(p: Prepared, config, q, first, k: int, it: IntentStage | None):
-    """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N] and the
-    intent stage (or None): the risk, candidate, graph, hold, filter and top-k stages of ``config``."""
+def _top_with_scores(p: Prepared, config, q, first, k: int, it: IntentStage | None, ev=None):
+    """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N], the
+    intent stage (or None) and the name evidence ev [B, N] (or None): the risk, candidate, graph, name, hold,
+    filter and top-k stages of ``config``."""
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
-        total = hold_stage(config, graph_stage(p, config, pen), it)
-        ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, total, config, k)
+        smoothed = graph_stage(p, config, pen)
+        named = name_stage(p, config, smoothed, ev)
+        ids, parts = top_k_with_parts(p.device, rel, risk_penalty, pen, smoothed, named, hold_stage(config, named, it),
+                                      config, k)
         return ids, parts.total, parts.relevance
     rel, _, pen, cs, cand = candidate_stage(p, config, q, first, _weight(it))
-    cs = hold_stage(config, cs, it, cand)
+    cs = hold_stage(config, name_stage(p, config, cs, ev, cand), it, cand)
     ids = candidate_top_k(p.device, cs, cand, first, config, k)
     total = _scattered(jnp.full(pen.shape, -jnp.inf, pen.dtype), cand, cs)
     return ids, jnp.take_along_axis(total, ids, -1), jnp.take_along_axis(rel, ids, -1)
@@ -506,9 +539,10 @@ def walk(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=(
     once for all of them."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
-    out = _top_with_scores(p, config, q, first, k, it)
-    more = tuple(np.asarray(_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, it)[0])[:n_q]
-                 for lam in also_at_lambdas)
+    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
+    out = _top_with_scores(p, config, q, first, k, it, ev)
+    more = tuple(np.asarray(_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, it, ev)[0]
+                            )[:n_q] for lam in also_at_lambdas)
     if it is not None:
         it = it._replace(weight=np.asarray(it.weight)[:n_q], held=np.asarray(it.held)[:n_q])
     return Walk(*(np.asarray(x)[:n_q] for x in out), more, it)
@@ -522,7 +556,7 @@ def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, als
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "name_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs",
+           "server_context_stage", "name_evidence_rows", "name_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs",
            "hold_offset", "hold_stage",
            "risk_stage", "graph_stage", "candidate_stage", "top_k", "top_k_with_parts", "candidate_top_k",
            "score_parts", "ranked", "Walk", "walk", "ranked_with_scores", "needs_bm25", "text_effects"]

@@ -3,7 +3,7 @@
     words = name_words("getForensicAnalysis")              # ("get", "forensic", "analysis")
     table = name_table(tool_names)                           # NameTable: what every name says, built once
     e = name_evidence(table, request_texts)                  # float32 [Q, N], signed, in [-2, 3]
-    s = close_evidence(scores, e, weight, window)            # [Q, N]: + weight·spread·e among the top `window`
+    s = sibling_order(scores, e, table.objects, window, weight=w)  # [Q, N]: siblings reordered in the top `window`
 
 Real MCP servers list families of near-identical tools: list / get / create / update / delete of one resource,
 ``speech_to_text`` beside ``text_to_speech``, ``list_sources`` beside ``list_bases``. An encoder reads such
@@ -26,10 +26,12 @@ with rules and a small English table, no model:
   ``list_airtable_sources`` half. Shared words lift all siblings alike; the word that only one sibling has
   separates them.
 
-The evidence is their sum (float32 [Q, N], in [−2, 3]). ``close_evidence`` adds it to the first stage's scores
-only among each request's top ``window`` tools, scaled by the spread of those scores (top-1 minus top-window):
-none of them drops below the window's edge and no tool outside it moves, so the term reorders neighbours and
-leaves the set of the top ``window`` as it was.
+The evidence is their sum (float32 [Q, N], in [−2, 3]). ``sibling_order`` uses it only between siblings: among
+each request's top ``window`` tools, every group of tools that share an object word is put in the order of
+score + weight · spread · evidence (spread: the window's top-1 minus its last score) and given back the group's
+own scores in that order. A tool trades places only with a sibling: no tool outside the window moves, the
+window keeps its set, and a tool without a sibling there keeps its place (a matching verb never lifts
+``get_file_info`` over ``git_log``).
 
 Why names: an MCP tool's name is written by its server's author to tell it from its siblings, and the words
 that do so (the verb, the direction, the one differing noun) are exactly what a sentence embedding blurs.
@@ -38,12 +40,9 @@ What it cannot do: synonyms the table does not list, names in other languages, v
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from scipy import sparse
 
@@ -292,24 +291,55 @@ def name_evidence(table: NameTable, texts) -> np.ndarray:
     return out.astype(np.float32)
 
 
-@functools.partial(jax.jit, static_argnames=("window",))
-def close_evidence(scores, evidence, weight, window: int):
-    """max(scores + weight · spread · evidence, edge) for each request's top ``window`` tools (ties at the edge
-    included), scores elsewhere; spread = the request's top-1 score minus its top-``window`` score (the edge).
-    The window's tools are reordered among themselves and stay the window: none drops below the edge, none from
-    outside rises into it, so the top ``window`` set (Recall@window, complete@window) is what it was.
+def _groups(link: np.ndarray) -> list[np.ndarray]:
+    """The connected groups (two or more members) of a small symmetric bool adjacency [w, w]."""
+    seen, out = np.zeros(link.shape[0], bool), []
+    for start in range(link.shape[0]):
+        if seen[start]:
+            continue
+        members, todo = [], [start]
+        seen[start] = True
+        while todo:
+            i = todo.pop()
+            members.append(i)
+            for j in np.flatnonzero(link[i] & ~seen):
+                seen[j] = True
+                todo.append(j)
+        if len(members) > 1:
+            out.append(np.sort(np.asarray(members)))
+    return out
 
-    Args: scores float32 [Q, N] (the first stage's after the request stages before this one); evidence float32
-    [Q, N] (``name_evidence``); weight scalar; window ≥ 1 (static; at most N).
-    Returns: float32 [Q, N] on the scale of ``scores``: a tool outside the window keeps its score.
+
+def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, cand=None, *,
+                  weight: float) -> np.ndarray:
+    """float32 [B, M]: ``scores`` with, among each request's top ``window``, every group of siblings (tools linked,
+    directly or through each other, by a shared object word) given back its own scores in the order of score +
+    weight · spread · evidence (spread: the window's top-1 minus its last score; ties: the lower column). A tool
+    only ever trades places with a sibling: the window's set, the scores it holds and the place of every tool
+    without a sibling there are as they were, so ``list_X_bases`` and ``list_X_sources`` are told apart without
+    lifting ``get_file_info`` over ``git_log``.
+
+    Args: scores float32 [B, M] (M = N, or the candidates' C); evidence float32 [B, M] (``name_evidence`` at the
+    same columns); objects: the ``NameTable``'s [N, V]; window ≥ 1; cand int [B, M]: each column's tool (None: the
+    column is the tool); weight ≥ 0 (0: nothing moves). Host work: a [w, V] × [V, w] sparse product per request.
     """
-    scores = jnp.asarray(scores, jnp.float32)
-    top = jax.lax.top_k(scores, window)[0]  # [Q, window], descending
-    edge = top[:, -1:]
-    moved = jnp.maximum(scores + weight * (top[:, :1] - edge) * jnp.asarray(evidence, jnp.float32), edge)
-    return jnp.where(scores >= edge, moved, scores)
+    out = np.array(scores, np.float32, copy=True)
+    evidence = np.asarray(evidence, np.float32)
+    for b in range(out.shape[0]):
+        row = out[b]
+        top = np.argsort(-row, kind="stable")[:window]
+        tools = top if cand is None else np.asarray(cand[b])[top]
+        block = objects[tools]
+        spread = float(row[top[0]] - row[top[-1]])
+        for members in _groups((block @ block.T).toarray() > 0):
+            cols = top[members]
+            values = np.sort(row[cols])[::-1]
+            moved = row[cols] + weight * spread * evidence[b, cols]
+            order = np.lexsort((cols, -moved))  # by moved score, descending; ties: the lower column
+            row[cols[order]] = values
+    return out
 
 
 __all__ = ["VERB_FAMILIES", "FAMILIES", "SIMILAR", "NameTable", "name_words", "stem", "lemmas", "verb_family",
            "tool_verb", "request_words", "request_verbs", "verb_evidence", "direction", "direction_evidence",
-           "object_words", "siblings", "name_table", "name_evidence", "close_evidence"]
+           "object_words", "siblings", "name_table", "name_evidence", "sibling_order"]
