@@ -240,9 +240,11 @@ def rank_default_row(cfg) -> str | None:
 
 
 def lambda_row(cfg) -> str:
-    """The row the λ × α sensitivity and the folds-over-servers choice run on: the rank default less its intent
-    stage (the row an ``INTENT_ROWS`` row adds intent to), else ``ranker_server``."""
+    """The row the λ × α sensitivity and the folds-over-servers choice run on: the rank default less its name stage
+    (the row a ``NAME_ROWS`` row adds it to) and its intent stage (the row an ``INTENT_ROWS`` row adds intent to),
+    else ``ranker_server``."""
     name = rank_default_row(cfg)
+    name = NAME_ROWS.get(name, name)
     return INTENT_ROWS.get(name, name) or "ranker_server"
 
 
