@@ -83,8 +83,9 @@ SWEEP_OPTIONS = (
                  show_default=True, help="Benchmark(s) to run (space-separated after one --benchmark: --benchmark "
                  "ultratool sealtools); 'all' = demo ultratool sealtools livemcpbench. Several run side by side "
                  "in worker processes (see --jobs)."),
-    click.option("--encoder", default=None, metavar="PATH", help="Local HF-format BERT sentence encoder directory "
-                 "(default: the embedded all-MiniLM-L6-v2). Leaf encoder.path."),
+    click.option("--encoder", default=None, metavar="NAME|PATH", help="The sentence encoder: minilm (the embedded "
+                 "all-MiniLM-L6-v2, the default), mpnet, use, e5, a fusion such as minilm+use (docs/encoders.md), or a "
+                 "local HF-format BERT directory; the ft_* rows need minilm or a BERT directory. Leaf encoder.path."),
     click.option("--data-dir", type=click.Path(file_okay=False), default=None,
                  help="Root holding ultratool/, seal_tools/ and livemcpbench/ (default: $RISKRANK_DATA; layout: "
                       "docs/data.md). Leaf data.data_dir."),

@@ -61,7 +61,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """path: local HF-format BERT sentence encoder directory (None: the embedded all-MiniLM-L6-v2)."""
+    """path: a named encoder of ``encode.families`` ("mpnet", "use", "e5", "minilm+use", ...) or a local HF-format
+    BERT sentence encoder directory (None: the embedded all-MiniLM-L6-v2)."""
 
     path: str | None = None
 
