@@ -404,10 +404,10 @@ def name_stage(p: Prepared, config, scores, evidence, cand=None):
     """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) with each sibling group of every request's top
     ``config.name_window`` (tools that share an object word) put in the order of its scores plus name_weight ×
     spread × the name ``evidence`` [B, N] (``name_evidence_rows``), on the group's own scores
-    (``retrieve.names.sibling_order``): siblings are told apart;
-    a tool without a sibling there keeps its place, and the window keeps its set (Recall and complete@window are
-    the graph's). After the graph, so no neighbour inherits a place; before the hold, so a held-back tool stays
-    last. ``scores`` unchanged when evidence is None (the stage is off). Host work on the window only."""
+    (``retrieve.names.sibling_order``): siblings are told apart, a tool without a sibling there keeps its place,
+    and the window keeps its set (Recall and complete@window are the graph's). After the graph, so no neighbour
+    inherits a place; before the hold, so a held-back tool stays last. ``scores`` unchanged when evidence is None
+    (the stage is off). Host work on the window only."""
     if evidence is None:
         return scores
     if cand is not None:
