@@ -94,6 +94,18 @@ def test_evidence_separates_real_siblings():
     assert e["getBasketballScore"] > e["getFootballScore"]
 
 
+def test_evidence_at_some_tools_and_the_window_equal_the_full_computation():
+    table = names.name_table(["text_to_speech", "speech_to_text", "list_bases", "get_base", "pdf2text"])
+    texts = ["convert speech to text", "list the bases", "turn this pdf into text"]
+    tools = np.asarray([4, 1, 3])
+    np.testing.assert_array_equal(names.name_evidence(table, texts, tools), names.name_evidence(table, texts)[:, tools])
+    rng = np.random.default_rng(0)
+    for _ in range(50):  # with ties: the ranking's order (descending, ties to the lower column)
+        row = rng.integers(0, 6, size=40).astype(np.float32)
+        for w in (1, 5, 10, 40):
+            np.testing.assert_array_equal(names.top_window(row, w), np.argsort(-row, kind="stable")[:w])
+
+
 def test_sibling_order_moves_siblings_only_within_the_window():
     table = names.name_table(["list_bases", "list_sources", "git_log", "get_file_info", "list_tables"])
     # scores: list_sources 1.0, git_log 0.9, list_bases 0.8, get_file_info 0.7 (window 4), list_tables 0.1

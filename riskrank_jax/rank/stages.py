@@ -385,37 +385,41 @@ def candidate_stage(p: Prepared, config, q, first, weight=None):
 # ---------------------------------------------------------------------------------------------- names
 
 
-def name_evidence_rows(p: Prepared, config, q_texts, n_rows: int):
-    """float32 [B, N] (host): the name evidence of the requests ``q_texts`` (``retrieve.names.name_evidence``: the
-    tools' verbs, directions A_to_B and object words against the request's), rows beyond them 0 (B = n_rows, the
-    query bucket); None unless ``config.name_evidence``. Reading names is text work on the host, done once per
-    walk."""
+def name_texts(p: Prepared, config, q_texts, n_rows: int):
+    """The request texts the name stage reads (``q_texts``, at most n_rows, the query bucket), or None unless
+    ``config.name_evidence``; RankerError when they are missing or the name table is not built."""
     if not config.name_evidence:
         return None
     if q_texts is None or len(q_texts) > n_rows:
         raise RankerError("name_evidence needs the query texts, one per query embedding")
     if p.names is None:
         raise RankerError("name_evidence needs the name table: change a ranker's config with with_config")
-    ev = names.name_evidence(p.names, list(q_texts))
-    return np.pad(ev, ((0, n_rows - ev.shape[0]), (0, 0)))
+    return list(q_texts)
 
 
-def name_stage(p: Prepared, config, scores, evidence, cand=None):
+def name_stage(p: Prepared, config, scores, texts, cand=None):
     """``scores`` [B, N] (or the candidates' [B, C], cand int [B, C]) with each sibling group of every request's top
     ``config.name_window`` (tools that share an object word) put in the order of its scores plus name_weight ×
-    spread × the name ``evidence`` [B, N] (``name_evidence_rows``), on the group's own scores
-    (``retrieve.names.sibling_order``): siblings are told apart, a tool without a sibling there keeps its place,
-    and the window keeps its set (Recall and complete@window are the graph's). After the graph, so no neighbour
-    inherits a place; before the hold, so a held-back tool stays last. ``scores`` unchanged when evidence is None
-    (the stage is off). Host work on the window only."""
-    if evidence is None:
+    spread × the name evidence of the request ``texts[b]`` (``retrieve.names.name_evidence``, read for those
+    window tools only), on the group's own scores (``retrieve.names.sibling_order``): siblings are told apart, a
+    tool without a sibling there keeps its place, and the window keeps its set (Recall and complete@window are the
+    graph's). After the graph, so no neighbour inherits a place; before the hold, so a held-back tool stays last.
+    ``scores`` unchanged when texts is None (the stage is off); rows beyond the texts (padding) unchanged. Host
+    work on each request's window only."""
+    if texts is None:
         return scores
-    if cand is not None:
-        cand = np.asarray(cand)
-        evidence = np.take_along_axis(evidence, cand, axis=-1)
-    window = min(config.name_window, int(scores.shape[1]))
-    return jnp.asarray(names.sibling_order(np.asarray(scores), evidence, p.names.objects, window, cand,
-                                           weight=config.name_weight))
+    host = np.asarray(scores)
+    cand = None if cand is None else np.asarray(cand)
+    window = min(config.name_window, int(host.shape[1]))
+    evidence = np.zeros(host.shape, np.float32)
+    for b, text in enumerate(texts):
+        cols = names.top_window(host[b], window)
+        evidence[b, cols] = names.name_evidence(p.names, [text], cols if cand is None else cand[b, cols])[0]
+    rows = slice(0, len(texts))
+    out = host.copy()
+    out[rows] = names.sibling_order(host[rows], evidence[rows], p.names.objects, window,
+                                    None if cand is None else cand[rows], weight=config.name_weight)
+    return jnp.asarray(out)
 
 
 # ---------------------------------------------------------------------------------------------- filter, top k
@@ -471,7 +475,7 @@ def score_parts(p: Prepared, config, q_emb, q_texts, encoder) -> ScoreParts:
     back carries ``HOLD_OFFSET`` in its risk penalty."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
-    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
+    ev = name_texts(p, config, q_texts, first.shape[0])
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
         smoothed = graph_stage(p, config, pen)
@@ -492,7 +496,7 @@ def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
     """int32 [Q, k] tool ids of Q queries, best first: every stage in order."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
-    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
+    ev = name_texts(p, config, q_texts, first.shape[0])
     if config.n_candidates is None:
         _, _, pen = risk_stage(p.device, q, first, config, _weight(it))
         ids = top_k(p.device, hold_stage(config, name_stage(p, config, graph_stage(p, config, pen), ev), it), config, k)
@@ -505,8 +509,8 @@ def ranked(p: Prepared, config, q_emb, q_texts, k: int, encoder) -> np.ndarray:
 
 def _top_with_scores(p: Prepared, config, q, first, k: int, it: IntentStage | None, ev=None):
     """(ids int32 [B, k], total [B, k], relevance [B, k]) from the staged inputs q [B, d], first [B, N], the
-    intent stage (or None) and the name evidence ev [B, N] (or None): the risk, candidate, graph, name, hold,
-    filter and top-k stages of ``config``."""
+    intent stage (or None) and the texts the name stage reads, ev (``name_texts``; None: off): the risk,
+    candidate, graph, name, hold, filter and top-k stages of ``config``."""
     if config.n_candidates is None:
         rel, risk_penalty, pen = risk_stage(p.device, q, first, config, _weight(it))
         smoothed = graph_stage(p, config, pen)
@@ -539,7 +543,7 @@ def walk(p: Prepared, config, q_emb, q_texts, k: int, encoder, also_at_lambdas=(
     once for all of them."""
     q, first, n_q = stage_inputs(p, config, q_emb, q_texts, encoder)
     it = intent_stage(p, config, q_texts, first)
-    ev = name_evidence_rows(p, config, q_texts, first.shape[0])
+    ev = name_texts(p, config, q_texts, first.shape[0])
     out = _top_with_scores(p, config, q, first, k, it, ev)
     more = tuple(np.asarray(_top_with_scores(p, dataclasses.replace(config, lam=float(lam)), q, first, k, it, ev)[0]
                             )[:n_q] for lam in also_at_lambdas)
@@ -556,7 +560,7 @@ def ranked_with_scores(p: Prepared, config, q_emb, q_texts, k: int, encoder, als
 
 
 __all__ = ["Prepared", "ScoreParts", "prepare", "query_bucket", "embed_requests", "first_stage_scores", "request_stages",
-           "server_context_stage", "name_evidence_rows", "name_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs",
+           "server_context_stage", "name_texts", "name_stage", "stage_inputs", "IntentStage", "intent_stage", "request_needs",
            "hold_offset", "hold_stage",
            "risk_stage", "graph_stage", "candidate_stage", "top_k", "top_k_with_parts", "candidate_top_k",
            "score_parts", "ranked", "Walk", "walk", "ranked_with_scores", "needs_bm25", "text_effects"]

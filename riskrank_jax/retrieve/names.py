@@ -263,12 +263,18 @@ def name_table(names) -> NameTable:
 _SIM = np.asarray([[verb_evidence(a, {b}) for b in FAMILIES] for a in FAMILIES], np.float32)
 
 
-def name_evidence(table: NameTable, texts) -> np.ndarray:
+def name_evidence(table: NameTable, texts, tools=None) -> np.ndarray:
     """float32 [Q, N]: verb + direction + object evidence (module docstring) of each request text against each
-    tool of ``table``; in [−2, 3]. Host work: O(Q · (request words + N)) with sparse object words."""
+    tool of ``table`` (or [Q, T] against the tools ``tools`` int [T] only); in [−2, 3]. Host work:
+    O(Q · (request words + N)) with sparse object words (N → T with ``tools``)."""
     texts = list(texts)
     words = [request_words(t) for t in texts]
     n_q = len(texts)
+    if tools is not None:
+        tools = np.asarray(tools, np.int64)
+        where = {int(t): j for j, t in enumerate(tools)}
+        table = NameTable(table.verb[tools], table.objects[tools], table.n_objects[tools], table.vocab,
+                          tuple((where[t], src, dst) for t, src, dst in table.directions if t in where))
     # object: the share of each tool's object words the request contains
     present = sparse.lil_matrix((n_q, table.objects.shape[1]), dtype=np.float32)
     for q, ws in enumerate(words):
@@ -310,6 +316,16 @@ def _groups(link: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+def top_window(row, window: int) -> np.ndarray:
+    """int64 [window]: the columns of the ``window`` highest of ``row`` float [M], best first, ties to the lower
+    column (the ranking's order), without sorting all M."""
+    row = np.asarray(row)
+    window = min(int(window), row.size)
+    edge = np.partition(row, row.size - window)[row.size - window]  # the window-th highest value
+    cand = np.flatnonzero(row >= edge)
+    return cand[np.lexsort((cand, -row[cand]))][:window]
+
+
 def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, cand=None, *,
                   weight: float) -> np.ndarray:
     """float32 [B, M]: ``scores`` with, among each request's top ``window``, every group of siblings (tools linked,
@@ -327,7 +343,7 @@ def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, can
     evidence = np.asarray(evidence, np.float32)
     for b in range(out.shape[0]):
         row = out[b]
-        top = np.argsort(-row, kind="stable")[:window]
+        top = top_window(row, window)
         tools = top if cand is None else np.asarray(cand[b])[top]
         block = objects[tools]
         spread = float(row[top[0]] - row[top[-1]])
@@ -342,4 +358,4 @@ def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, can
 
 __all__ = ["VERB_FAMILIES", "FAMILIES", "SIMILAR", "NameTable", "name_words", "stem", "lemmas", "verb_family",
            "tool_verb", "request_words", "request_verbs", "verb_evidence", "direction", "direction_evidence",
-           "object_words", "siblings", "name_table", "name_evidence", "sibling_order"]
+           "object_words", "siblings", "name_table", "name_evidence", "top_window", "sibling_order"]
