@@ -127,3 +127,14 @@ def test_the_gateway_serves_with_a_named_fusion(tmp_path):
     found, gw = _in_process(config, leaves, None, body)
     assert found.structured_content["tools"][0]["name"] == "mcp_tools.read_file"
     assert gw.catalog.ranker.encoder_id.startswith("fusion[") and gw.catalog.ranker.tool_emb.shape[1] == 896
+
+
+@pytest.mark.skipif(USE_MISSING, reason=f"USE is not installed: {USE_PIP}")
+def test_fit_refuses_to_tune_an_encoder_that_is_not_bert(tmp_path):
+    from conftest import cli_invoker
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    res = cli_invoker(str(tmp_path))("fit", root / "mcp_tools.json", "--queries", root / "query_log.jsonl", "--out",
+                                     tmp_path / "r", "--encoder", "use", "--tune-encoder", code=1)
+    assert "--tune-encoder tunes a BERT-family encoder's top layers" in res.output + res.stderr
+    assert not (tmp_path / "r").exists()

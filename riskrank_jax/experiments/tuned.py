@@ -198,7 +198,8 @@ def fit_tuned_encoders(bench, emb, fs, cfg, encoder, ckpt_root) -> TunedModels:
     if hasattr(encoder, "load"):
         encoder = encoder.load()  # a LazyEncoder: the weights are needed now
     if not hasattr(encoder, "lower_states"):
-        raise RiskRankError(f"the ft_* rows tune a BERT-family encoder's top layers; {encoder!r} is not one "
+        raise RiskRankError(f"the ft_* rows tune a BERT-family encoder's top layers; {getattr(encoder, 'name', encoder)} "
+                            "is not one "
                             "(leave --encoder at minilm or a BERT directory for them)")
     texts, rows = _texts(bench)
     frozen_layers = encoder.shape.num_layers - cfg.tune.layers

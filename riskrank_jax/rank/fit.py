@@ -217,6 +217,10 @@ def _check_tune(config: FitConfig, zero: Ranker, gold) -> None:
         return
     enc = zero.query_encoder()
     enc = enc.load() if hasattr(enc, "load") else enc  # a LazyEncoder: tuning needs the weights
+    if not hasattr(enc, "lower_states"):
+        raise RankerError(f"--tune-encoder tunes a BERT-family encoder's top layers; {getattr(enc, 'name', enc)} is "
+                          "not one: leave --encoder at minilm (the default) or a BERT directory to tune, or drop "
+                          "--tune-encoder")
     n_layers = enc.shape.num_layers
     if not 1 <= tune.layers <= n_layers:
         raise RankerError(f"the encoder {enc.model_id} has {n_layers} transformer layers; the tuned layers "
