@@ -172,3 +172,16 @@ def run_batches(n_texts: int, dim: int, batches, run, *, show: bool) -> np.ndarr
     finally:
         bar.close()
     return out
+
+
+def encode_packed(ids: list[list[int]], batches, executable, params, sharding, pad_id: int, dim: int, *,
+                  show: bool) -> np.ndarray:
+    """float32 [n, dim]: token ids ``ids`` (one list a text) run in ``batches`` (``RowPlan.batches`` of their
+    lengths) by ``executable(n_rows, length)(params, input_ids, position_ids, segment_ids)``, each batch's arrays
+    (``batch_arrays``, padded with ``pad_id``) placed with ``sharding``: ``run_batches`` for the encoders whose
+    programs read all three arrays (BERT, MPNet)."""
+    def run(rows, length, n_rows):
+        arrays = batch_arrays(ids, rows, n_rows, length, pad_id)
+        return executable(n_rows, length)(params, *(jax.device_put(a, sharding) for a in arrays))
+
+    return run_batches(len(ids), dim, batches, run, show=show)

@@ -48,8 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from riskrank_jax.encode import hf
-from riskrank_jax.encode.batching import (BATCHING_SCHEME, RowPlan, batch_arrays, data_mesh,
-                                          progress_shown, row_lengths_for, run_batches)
+from riskrank_jax.encode.batching import (BATCHING_SCHEME, RowPlan, batch_arrays, data_mesh, encode_packed,
+                                          progress_shown, row_lengths_for)
 from riskrank_jax.encode.bert import (BertShape, embed_tokens, pack_params, packed_hidden, pool_segments, run_layers,
                                       segment_attention)
 from riskrank_jax.encode.bert_weights import bert_fields, direct_params, flax_params, read_bert_config
@@ -242,14 +242,8 @@ class Encoder:
         """
         ids = self.tokenize(texts)
         lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
-
-        def run(rows, length, n_rows):
-            arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
-            return self._executable(n_rows, length)(
-                self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays))
-
-        return run_batches(len(ids), self.dim, self.batches(lengths, batch_size, compact=compact), run,
-                           show=progress_shown(len(ids), progress))
+        return encode_packed(ids, self.batches(lengths, batch_size, compact=compact), self._executable, self._params,
+                             self._batch_sharding, self._pad_id, self.dim, show=progress_shown(len(ids), progress))
 
     def lower_states(self, texts: Sequence[str], layers: int, *, batch_size: int = 64, progress: bool | None = None
                      ) -> tuple[np.ndarray, np.ndarray]:

@@ -58,8 +58,7 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from riskrank_jax.encode import hf
-from riskrank_jax.encode.batching import (RowPlan, batch_arrays, data_mesh, progress_shown, row_lengths_for,
-                                          run_batches)
+from riskrank_jax.encode.batching import RowPlan, data_mesh, encode_packed, progress_shown, row_lengths_for
 from riskrank_jax.encode.bert import BertShape, packed_hidden, pool_segments
 from riskrank_jax.encode.encoder import model_identity
 from riskrank_jax.encode.load_state import LOAD_STATE_DIR, file_stamps
@@ -401,14 +400,8 @@ class MPNetEncoder:
         del compact
         ids = self.tokenize(texts)
         lengths = np.fromiter((len(x) for x in ids), np.int64, len(ids))
-
-        def run(rows, length, n_rows):
-            arrays = batch_arrays(ids, rows, n_rows, length, self._pad_id)
-            return self._executable(n_rows, length)(
-                self._params, *(jax.device_put(a, self._batch_sharding) for a in arrays))
-
-        return run_batches(len(ids), self.dim, self.row_plan.batches(lengths, batch_size), run,
-                           show=progress_shown(len(ids), progress))
+        return encode_packed(ids, self.row_plan.batches(lengths, batch_size), self._executable, self._params,
+                             self._batch_sharding, self._pad_id, self.dim, show=progress_shown(len(ids), progress))
 
 
 def load(cache_dir: str | os.PathLike | None = None, *, precision: str = "highest") -> MPNetEncoder:
