@@ -409,16 +409,18 @@ def name_stage(p: Prepared, config, scores, texts, cand=None):
     if texts is None:
         return scores
     host = np.asarray(scores)
-    cand = None if cand is None else np.asarray(cand)
+    n, cand = len(texts), None if cand is None else np.asarray(cand)[:len(texts)]
     window = min(config.name_window, int(host.shape[1]))
-    evidence = np.zeros(host.shape, np.float32)
-    for b, text in enumerate(texts):
-        cols = names.top_window(host[b], window)
-        evidence[b, cols] = names.name_evidence(p.names, [text], cols if cand is None else cand[b, cols])[0]
-    rows = slice(0, len(texts))
+    tops = np.stack([names.top_window(row, window) for row in host[:n]])  # [Q, window] columns
+    tools = tops if cand is None else np.take_along_axis(cand, tops, axis=-1)
+    # one read of the names for every request's window tools, then each request's own columns of it
+    union, where = np.unique(tools, return_inverse=True)
+    evidence = np.zeros((n, host.shape[1]), np.float32)
+    np.put_along_axis(evidence, tops, np.take_along_axis(
+        names.name_evidence(p.names, texts, union), where.reshape(tools.shape), axis=-1), axis=-1)
     out = host.copy()
-    out[rows] = names.sibling_order(host[rows], evidence[rows], p.names.objects, window,
-                                    None if cand is None else cand[rows], weight=config.name_weight)
+    out[:n] = names.sibling_order(host[:n], evidence, p.names.objects, window, cand, weight=config.name_weight,
+                                  tops=tops)
     return jnp.asarray(out)
 
 

@@ -327,7 +327,7 @@ def top_window(row, window: int) -> np.ndarray:
 
 
 def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, cand=None, *,
-                  weight: float) -> np.ndarray:
+                  weight: float, tops=None) -> np.ndarray:
     """float32 [B, M]: ``scores`` with, among each request's top ``window``, every group of siblings (tools linked,
     directly or through each other, by a shared object word) given back its own scores in the order of score +
     weight · spread · evidence (spread: the window's top-1 minus its last score; ties: the lower column). A tool
@@ -337,13 +337,14 @@ def sibling_order(scores, evidence, objects: sparse.csr_matrix, window: int, can
 
     Args: scores float32 [B, M] (M = N, or the candidates' C); evidence float32 [B, M] (``name_evidence`` at the
     same columns); objects: the ``NameTable``'s [N, V]; window ≥ 1; cand int [B, M]: each column's tool (None: the
-    column is the tool); weight ≥ 0 (0: nothing moves). Host work: a [w, V] × [V, w] sparse product per request.
+    column is the tool); weight ≥ 0 (0: nothing moves); tops: each row's ``top_window`` when the caller has them
+    already (None: found here). Host work: a [w, V] × [V, w] sparse product per request.
     """
     out = np.array(scores, np.float32, copy=True)
     evidence = np.asarray(evidence, np.float32)
     for b in range(out.shape[0]):
         row = out[b]
-        top = top_window(row, window)
+        top = top_window(row, window) if tops is None else tops[b]
         tools = top if cand is None else np.asarray(cand[b])[top]
         block = objects[tools]
         spread = float(row[top[0]] - row[top[-1]])
